@@ -1,0 +1,279 @@
+"""Rule packs: load and validate them, and retrieve the rules relevant to a draft.
+
+A pack is YAML, version 1 (see the README): ``sensitive_tags``, ``preferences`` and ``rules``.
+Every problem is reported as ``file:line: path.to.key: reason``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from critic_cli import yamlsafe
+from critic_cli.errors import RuleError, located
+
+Action = Literal["refuse", "revise", "flag"]
+ACTIONS: tuple[Action, ...] = ("refuse", "revise", "flag")
+VALIDATORS = ("luhn",)
+DEFAULT_REPLACEMENT = "[REDACTED]"
+_RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+@dataclass(frozen=True)
+class Preference:
+    """One thing the draft must respect; higher priority first."""
+
+    priority: float
+    statement: str
+    sensitive_tags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Check:
+    """A deterministic pattern check, compiled once with RE2."""
+
+    pattern: str
+    action: Action
+    regex: Any = field(compare=False, repr=False)
+    replace: str = DEFAULT_REPLACEMENT
+    message: str | None = None
+    ignore_case: bool = False
+    validate: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A procedural rule; sent to reflection when relevant, or always."""
+
+    id: str
+    content: str
+    always: bool = False
+    check: Check | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    """Every loaded pack merged: tags, preferences by priority, and rules in load order."""
+
+    sensitive_tags: frozenset[str] = frozenset()
+    preferences: tuple[Preference, ...] = ()
+    rules: tuple[Rule, ...] = ()
+
+    @property
+    def checks(self) -> tuple[Rule, ...]:
+        """Return the rules that carry a local check."""
+        return tuple(rule for rule in self.rules if rule.check is not None)
+
+    def gate_tags(self, extra: Iterable[str] = ()) -> frozenset[str]:
+        """Return the sensitive tags: the packs', the preferences' and any given here."""
+        tags = set(self.sensitive_tags) | set(extra)
+        for preference in self.preferences:
+            tags |= preference.sensitive_tags
+        return frozenset(tags)
+
+
+class _Validator:
+    """Check a loaded document against the pack grammar, naming file, line and key."""
+
+    def __init__(self, source: str, lines: yamlsafe.Lines) -> None:
+        self.source = source
+        self.lines = lines
+
+    def fail(self, path: tuple[str | int, ...], reason: str) -> RuleError:
+        dotted = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
+        return RuleError(located(self.source, self.lines.of(path), dotted, reason))
+
+    def mapping(
+        self,
+        value: Any,
+        path: tuple[str | int, ...],
+        allowed: Sequence[str],
+        required: Sequence[str] = (),
+    ) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
+        for key in value:
+            if key not in allowed:
+                raise self.fail(
+                    (*path, str(key)), f"unknown key (expected one of: {', '.join(allowed)})"
+                )
+        for key in required:
+            if value.get(key) is None:
+                raise self.fail(path, f"missing required key {key!r}")
+        return value
+
+    def items(self, value: Any, path: tuple[str | int, ...]) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list, got {_kind(value)}")
+        return value
+
+    def text(self, value: Any, path: tuple[str | int, ...], *, empty: bool = False) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_kind(value)}")
+        if not empty and not value.strip():
+            raise self.fail(path, "must not be empty")
+        return value
+
+    def flag(self, value: Any, path: tuple[str | int, ...]) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def number(self, value: Any, path: tuple[str | int, ...]) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(path, f"expected a number, got {_kind(value)}")
+        if not math.isfinite(value):
+            raise self.fail(path, "expected a finite number")
+        return float(value)
+
+    def tags(self, value: Any, path: tuple[str | int, ...]) -> frozenset[str]:
+        return frozenset(
+            self.text(tag, (*path, i)) for i, tag in enumerate(self.items(value, path))
+        )
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def compile_pattern(pattern: str, *, ignore_case: bool = False) -> Any:
+    """Compile ``pattern`` with RE2; raise ValueError with RE2's reason when it cannot."""
+    import re2  # imported here: only packs with checks pay for it
+
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = not ignore_case
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(f"pattern does not compile in RE2 (linear time, no backreferences "
+                         f"or lookaround): {reason}") from None
+
+
+def _check(v: _Validator, raw: Any, path: tuple[str | int, ...]) -> Check:
+    data = v.mapping(
+        raw, path,
+        ("pattern", "action", "replace", "message", "ignore_case", "validate"),
+        ("pattern", "action"),
+    )
+    pattern = v.text(data["pattern"], (*path, "pattern"))
+    action = data["action"]
+    if action not in ACTIONS:
+        raise v.fail((*path, "action"), f"expected one of {', '.join(ACTIONS)}, got {action!r}")
+    ignore_case = v.flag(data.get("ignore_case"), (*path, "ignore_case"))
+    try:
+        regex = compile_pattern(pattern, ignore_case=ignore_case)
+    except ValueError as exc:
+        raise v.fail((*path, "pattern"), str(exc)) from None
+    replace = data.get("replace")
+    if replace is not None and action != "revise":
+        raise v.fail((*path, "replace"), "only a revise check replaces text")
+    validate = data.get("validate")
+    if validate is not None and validate not in VALIDATORS:
+        raise v.fail((*path, "validate"), f"expected one of {', '.join(VALIDATORS)}")
+    message = data.get("message")
+    return Check(
+        pattern=pattern,
+        action=action,
+        regex=regex,
+        replace=DEFAULT_REPLACEMENT if replace is None else v.text(
+            replace, (*path, "replace"), empty=True),
+        message=None if message is None else v.text(message, (*path, "message")),
+        ignore_case=ignore_case,
+        validate=validate,
+    )
+
+
+def parse_pack(document: Any, lines: yamlsafe.Lines, source: str) -> Ruleset:
+    """Validate a loaded pack document and return it as a Ruleset."""
+    v = _Validator(source, lines)
+    if document is None:
+        document = {}
+    top = v.mapping(document, (), ("version", "sensitive_tags", "preferences", "rules"))
+    version = top.get("version", 1)
+    if version != 1 or isinstance(version, bool):
+        raise v.fail(("version",), f"unsupported version {version!r} (expected 1)")
+    preferences = []
+    for i, raw in enumerate(v.items(top.get("preferences"), ("preferences",))):
+        path = ("preferences", i)
+        data = v.mapping(raw, path, ("priority", "statement", "sensitive_tags"),
+                         ("priority", "statement"))
+        preferences.append(Preference(
+            priority=v.number(data["priority"], (*path, "priority")),
+            statement=v.text(data["statement"], (*path, "statement")).strip(),
+            sensitive_tags=v.tags(data.get("sensitive_tags"), (*path, "sensitive_tags")),
+        ))
+    rules = []
+    seen: set[str] = set()
+    for i, raw in enumerate(v.items(top.get("rules"), ("rules",))):
+        path = ("rules", i)
+        data = v.mapping(raw, path, ("id", "content", "always", "check"), ("id", "content"))
+        rule_id = v.text(data["id"], (*path, "id"))
+        if not _RULE_ID.match(rule_id):
+            raise v.fail((*path, "id"), "use letters, digits, '.', '_' and '-'")
+        if rule_id in seen:
+            raise v.fail((*path, "id"), f"duplicate rule id {rule_id!r}")
+        seen.add(rule_id)
+        check = data.get("check")
+        rules.append(Rule(
+            id=rule_id,
+            content=v.text(data["content"], (*path, "content")).strip(),
+            always=v.flag(data.get("always"), (*path, "always")),
+            check=None if check is None else _check(v, check, (*path, "check")),
+            source=source,
+        ))
+    return Ruleset(
+        sensitive_tags=v.tags(top.get("sensitive_tags"), ("sensitive_tags",)),
+        preferences=tuple(preferences),
+        rules=tuple(rules),
+    )
+
+
+def load_pack(path: str) -> Ruleset:
+    """Read, parse and validate one rule pack file."""
+    try:
+        document, lines = yamlsafe.load_file(path)
+    except OSError as exc:
+        raise RuleError(f"{path}: cannot read rule pack: {exc.strerror or exc}") from None
+    except yamlsafe.YAMLInputError as exc:
+        raise RuleError(yamlsafe.describe(path, exc)) from None
+    return parse_pack(document, lines, path)
+
+
+def merge(packs: Sequence[Ruleset]) -> Ruleset:
+    """Merge packs: union of tags, preferences by priority (stable), rule ids unique."""
+    rules = [rule for pack in packs for rule in pack.rules]
+    counts = Counter(rule.id for rule in rules)
+    for rule in rules:
+        if counts[rule.id] > 1:
+            others = sorted({r.source for r in rules if r.id == rule.id})
+            raise RuleError(f"{rule.source}: rules: duplicate rule id {rule.id!r} "
+                            f"(also in {', '.join(others)})")
+    preferences = sorted(
+        (p for pack in packs for p in pack.preferences), key=lambda p: -p.priority
+    )
+    return Ruleset(
+        sensitive_tags=frozenset().union(*(pack.sensitive_tags for pack in packs)),
+        preferences=tuple(preferences),
+        rules=tuple(rules),
+    )
+
+
+def load_packs(paths: Sequence[str]) -> Ruleset:
+    """Load every pack in ``paths`` and merge them."""
+    return merge([load_pack(path) for path in paths])
