@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from critic_cli import yamlsafe
-from critic_cli.errors import RuleError, located
+from critic_cli.errors import RuleError
+from critic_cli.validate import Validator
 
 Action = Literal["refuse", "revise", "flag"]
 ACTIONS: tuple[Action, ...] = ("refuse", "revise", "flag")
@@ -77,77 +78,6 @@ class Ruleset:
         return frozenset(tags)
 
 
-class _Validator:
-    """Check a loaded document against the pack grammar, naming file, line and key."""
-
-    def __init__(self, source: str, lines: yamlsafe.Lines) -> None:
-        self.source = source
-        self.lines = lines
-
-    def fail(self, path: tuple[str | int, ...], reason: str) -> RuleError:
-        dotted = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
-        return RuleError(located(self.source, self.lines.of(path), dotted, reason))
-
-    def mapping(
-        self,
-        value: Any,
-        path: tuple[str | int, ...],
-        allowed: Sequence[str],
-        required: Sequence[str] = (),
-    ) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
-        for key in value:
-            if key not in allowed:
-                raise self.fail(
-                    (*path, str(key)), f"unknown key (expected one of: {', '.join(allowed)})"
-                )
-        for key in required:
-            if value.get(key) is None:
-                raise self.fail(path, f"missing required key {key!r}")
-        return value
-
-    def items(self, value: Any, path: tuple[str | int, ...]) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.fail(path, f"expected a list, got {_kind(value)}")
-        return value
-
-    def text(self, value: Any, path: tuple[str | int, ...], *, empty: bool = False) -> str:
-        if not isinstance(value, str):
-            raise self.fail(path, f"expected a string, got {_kind(value)}")
-        if not empty and not value.strip():
-            raise self.fail(path, "must not be empty")
-        return value
-
-    def flag(self, value: Any, path: tuple[str | int, ...]) -> bool:
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            raise self.fail(path, f"expected true or false, got {_kind(value)}")
-        return value
-
-    def number(self, value: Any, path: tuple[str | int, ...]) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(path, f"expected a number, got {_kind(value)}")
-        if not math.isfinite(value):
-            raise self.fail(path, "expected a finite number")
-        return float(value)
-
-    def tags(self, value: Any, path: tuple[str | int, ...]) -> frozenset[str]:
-        return frozenset(
-            self.text(tag, (*path, i)) for i, tag in enumerate(self.items(value, path))
-        )
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
-
-
 def compile_pattern(pattern: str, *, ignore_case: bool = False) -> Any:
     """Compile ``pattern`` with RE2; raise ValueError with RE2's reason when it cannot."""
     import re2  # imported here: only packs with checks pay for it
@@ -165,7 +95,7 @@ def compile_pattern(pattern: str, *, ignore_case: bool = False) -> Any:
                          f"or lookaround): {reason}") from None
 
 
-def _check(v: _Validator, raw: Any, path: tuple[str | int, ...]) -> Check:
+def _check(v: Validator, raw: Any, path: tuple[str | int, ...]) -> Check:
     data = v.mapping(
         raw, path,
         ("pattern", "action", "replace", "message", "ignore_case", "validate"),
@@ -173,8 +103,7 @@ def _check(v: _Validator, raw: Any, path: tuple[str | int, ...]) -> Check:
     )
     pattern = v.text(data["pattern"], (*path, "pattern"))
     action = data["action"]
-    if action not in ACTIONS:
-        raise v.fail((*path, "action"), f"expected one of {', '.join(ACTIONS)}, got {action!r}")
+    v.choice(action, (*path, "action"), ACTIONS)
     ignore_case = v.flag(data.get("ignore_case"), (*path, "ignore_case"))
     try:
         regex = compile_pattern(pattern, ignore_case=ignore_case)
@@ -201,7 +130,7 @@ def _check(v: _Validator, raw: Any, path: tuple[str | int, ...]) -> Check:
 
 def parse_pack(document: Any, lines: yamlsafe.Lines, source: str) -> Ruleset:
     """Validate a loaded pack document and return it as a Ruleset."""
-    v = _Validator(source, lines)
+    v = Validator(source, lines, RuleError)
     if document is None:
         document = {}
     top = v.mapping(document, (), ("version", "sensitive_tags", "preferences", "rules"))
@@ -277,3 +206,44 @@ def merge(packs: Sequence[Ruleset]) -> Ruleset:
 def load_packs(paths: Sequence[str]) -> Ruleset:
     """Load every pack in ``paths`` and merge them."""
     return merge([load_pack(path) for path in paths])
+
+
+# -- retrieval ------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+")
+_BM25_K1 = 1.2
+_BM25_B = 0.75
+
+
+def _terms(text: str) -> list[str]:
+    return [word for word in _WORD.findall(text.lower()) if len(word) > 1]
+
+
+def retrieve(ruleset: Ruleset, query: str, top_k: int) -> list[Rule]:
+    """Return the ``always`` rules, then the ``top_k`` others that best match ``query`` (BM25).
+
+    Ties keep load order; a rule that shares no term with the query is never retrieved.
+    """
+    always = [rule for rule in ruleset.rules if rule.always]
+    candidates = [rule for rule in ruleset.rules if not rule.always]
+    if top_k <= 0 or not candidates:
+        return always
+    documents = [_terms(f"{rule.id.replace('-', ' ')} {rule.content}") for rule in candidates]
+    average = sum(len(doc) for doc in documents) / len(documents) or 1.0
+    frequency: Counter[str] = Counter()
+    for doc in documents:
+        frequency.update(set(doc))
+    query_terms = set(_terms(query))
+    scored = []
+    for index, doc in enumerate(documents):
+        counts = Counter(doc)
+        score = 0.0
+        for term in query_terms & counts.keys():
+            idf = math.log(1 + (len(documents) - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            tf = counts[term]
+            score += idf * tf * (_BM25_K1 + 1) / (
+                tf + _BM25_K1 * (1 - _BM25_B + _BM25_B * len(doc) / average))
+        if score > 0:
+            scored.append((-score, index))
+    scored.sort()
+    return always + [candidates[index] for _, index in scored[:top_k]]

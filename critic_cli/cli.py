@@ -1,0 +1,244 @@
+"""The ``critic`` command line: parse options, call one core function, render the result."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from critic_cli import __version__
+from critic_cli.errors import EXIT_INTERRUPTED, CriticError
+
+EXIT_INTERNAL = 70
+
+
+class _CriticGroup(TyperGroup):
+    """Turn every CriticError into one line on stderr and its exit code, in one place."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort):
+            raise
+        except CriticError as exc:
+            if os.environ.get("CRITIC_RAISE_ERRORS") == "1":
+                raise
+            _error(exc.message)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            if os.environ.get("CRITIC_RAISE_ERRORS") == "1":
+                raise
+            sys.stderr.write("critic: interrupted\n")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as exc:
+            if os.environ.get("CRITIC_RAISE_ERRORS") == "1" or _is_usage(exc):
+                raise
+            _error(f"internal error: {type(exc).__name__}: {exc} "
+                   "(set CRITIC_RAISE_ERRORS=1 for the traceback)")
+            raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _is_usage(exc: Exception) -> bool:
+    # Click's own usage errors carry an exit code and print their usage; let them through.
+    return hasattr(exc, "exit_code") and hasattr(exc, "show")
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"critic: error: {' '.join(message.splitlines())}\n")
+
+
+app = typer.Typer(
+    cls=_CriticGroup,
+    help="Review LLM drafts: a deterministic gate, local checks and one hidden model call.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+)
+rules_app = typer.Typer(help="Validate rule packs.", no_args_is_help=True,
+                        rich_markup_mode=None)
+app.add_typer(rules_app, name="rules")
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"critic {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    """Review LLM drafts: a deterministic gate, local checks and one hidden model call."""
+
+
+FORMAT_NAMES = "text|json|jsonl|sarif|junit|github|markdown"
+
+
+@app.command()
+def review(
+    paths: Annotated[list[str] | None, typer.Argument(
+        help="Draft files or directories; '-' reads stdin.", show_default=False)] = None,
+    activation: Annotated[str | None, typer.Option(
+        "--activation", "-a", help="Activation log (JSON), raw or resolved.")] = None,
+    rules: Annotated[list[str] | None, typer.Option(
+        "--rules", "-r", help="Rule pack (YAML); repeatable.")] = None,
+    threshold: Annotated[float | None, typer.Option(
+        help="Gate threshold in [0, 1]; fires below it. [default: 0.6]")] = None,
+    sensitive_tag: Annotated[list[str] | None, typer.Option(
+        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for reflection.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible API base URL.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        help="Variable holding the API key. [default: CRITIC_API_KEY, OPENAI_API_KEY]")] = None,
+    reflect: Annotated[bool | None, typer.Option(
+        "--reflect/--no-reflect", help="Ask the model when the gate fires.",
+        show_default=False)] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds per attempt. [default: 60]")] = None,
+    max_retries: Annotated[int | None, typer.Option(
+        help="Retries on 429, 5xx and timeouts. [default: 2]")] = None,
+    response_format: Annotated[str | None, typer.Option(
+        help="auto|json_schema|json_object|none. [default: auto]")] = None,
+    prompt_template: Annotated[str | None, typer.Option(
+        help="System prompt template with $placeholders.")] = None,
+    top_k: Annotated[int | None, typer.Option(
+        help="Procedural rules sent with the call. [default: 5]")] = None,
+    temperature: Annotated[float | None, typer.Option(help="[default: 0]")] = None,
+    output_format: Annotated[str | None, typer.Option(
+        "--format", "-f", help=f"{FORMAT_NAMES}. [default: text on a terminal, else json; "
+        "jsonl for several drafts]")] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="Write the report to FILE (atomically).")] = None,
+    apply: Annotated[bool, typer.Option(
+        "--apply", help="Print the final text: the draft, the revision or the refusal.")
+    ] = False,
+    fail_on: Annotated[str | None, typer.Option(
+        help="Exit 1 at this verdict or above: approve|flagged|revise|refuse|never. "
+        "[default: revise]")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", help="Concurrent model calls. [default: 8]")] = None,
+    jsonl: Annotated[str | None, typer.Option(
+        help='Read drafts from JSON Lines {"id", "draft", "activation"?}; - for stdin.')
+    ] = None,
+    glob: Annotated[list[str] | None, typer.Option(
+        help="File pattern inside directories; repeatable. [default: *.txt, *.md]")] = None,
+    cache_dir: Annotated[str | None, typer.Option(help="Reply cache directory.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the "
+                                           "cache.")] = False,
+    offline: Annotated[bool, typer.Option(
+        "--offline", help="Use cached replies only; a miss is an error.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the requests that would be sent; call nothing.")] = False,
+    max_bytes: Annotated[int | None, typer.Option(
+        help="Largest draft accepted, in bytes. [default: 1048576]")] = None,
+    config: Annotated[str | None, typer.Option(
+        help="Config file. [default: the nearest .critic.yaml]")] = None,
+    no_config: Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Diagnostics on stderr.")
+    ] = False,
+) -> None:
+    """Review drafts: gate, checks, and (when the gate fires) one model call."""
+    from critic_cli import session
+
+    flags = dict(
+        model=model, base_url=base_url, api_key_env=api_key_env, threshold=threshold,
+        sensitive_tags=sensitive_tag, rules=rules, fail_on=fail_on, top_k=top_k, jobs=jobs,
+        timeout=timeout, max_retries=max_retries, response_format=response_format,
+        prompt_template=prompt_template, temperature=temperature, reflect=reflect,
+        max_bytes=max_bytes, glob=glob, cache_dir=cache_dir,
+        cache=False if no_cache else None, offline=True if offline else None,
+    )
+    request = session.Request(
+        paths=paths or [], activation=activation, jsonl=jsonl, output_format=output_format,
+        output=output, apply=apply, dry_run=dry_run, quiet=quiet, verbose=verbose,
+        config=config, use_config=not no_config,
+    )
+    raise typer.Exit(session.review(flags, request))
+
+
+@app.command()
+def explain(
+    activation: Annotated[str | None, typer.Option(
+        "--activation", "-a", help="Activation log (JSON); - for stdin.")] = None,
+    threshold: Annotated[float | None, typer.Option(help="[default: 0.6]")] = None,
+    sensitive_tag: Annotated[list[str] | None, typer.Option(
+        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
+    rules: Annotated[list[str] | None, typer.Option(
+        "--rules", "-r", help="Rule pack whose tags count; repeatable.")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text|json")] = "text",
+    config: Annotated[str | None, typer.Option(help="Config file.")] = None,
+    no_config: Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")
+    ] = False,
+) -> None:
+    """Show the gate's arithmetic for an activation log, step by step."""
+    from critic_cli import session
+
+    flags = dict(threshold=threshold, sensitive_tags=sensitive_tag, rules=rules)
+    sys.stdout.write(session.explain(flags, activation, output_format, config, not no_config))
+
+
+@rules_app.command("check")
+def rules_check(
+    files: Annotated[list[str], typer.Argument(help="Rule pack files.", show_default=False)],
+) -> None:
+    """Validate rule packs: every problem as file:line: key: reason."""
+    from critic_cli.rules import load_pack
+
+    failed = False
+    ids: dict[str, str] = {}
+    for path in files:
+        try:
+            pack = load_pack(path)
+        except CriticError as exc:
+            _error(exc.message)
+            failed = True
+            continue
+        for rule in pack.rules:
+            if rule.id in ids:
+                _error(f"{path}: rules: duplicate rule id {rule.id!r} (also in {ids[rule.id]})")
+                failed = True
+            ids.setdefault(rule.id, path)
+        sys.stdout.write(f"ok {path}: {len(pack.preferences)} preferences, {len(pack.rules)} "
+                         f"rules, {len(pack.checks)} checks\n")
+    raise typer.Exit(2 if failed else 0)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the record."""
+    from critic_cli.record import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+
+
+@app.command()
+def init(
+    directory: Annotated[str, typer.Argument(help="Where to write the files.")] = ".",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+) -> None:
+    """Write a starter .critic.yaml and rule pack."""
+    from critic_cli import starter
+
+    for path in starter.write(directory, force=force):
+        sys.stdout.write(f"wrote {path}\n")
+
+
+def main() -> None:
+    """Run the critic command line."""
+    try:
+        app()
+    except BrokenPipeError:  # a reader such as `head` went away; not an error
+        sys.stderr.close()
+        sys.exit(0)

@@ -1,0 +1,186 @@
+"""Settings: `.critic.yaml` discovery, validation, precedence (flag > env > config > default)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from critic_cli import yamlsafe
+from critic_cli.errors import ConfigError, UsageError
+from critic_cli.inputs import DEFAULT_GLOBS, DEFAULT_MAX_BYTES
+from critic_cli.record import FAIL_ON
+from critic_cli.signals import DEFAULT_THRESHOLD
+from critic_cli.validate import Validator
+
+CONFIG_NAME = ".critic.yaml"
+RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")
+DEFAULT_KEY_VARS = ("CRITIC_API_KEY", "OPENAI_API_KEY")
+DEFAULT_REFUSAL = "I can't share that response. It did not pass review."
+ENV_VARS = {"model": "CRITIC_MODEL", "base_url": "CRITIC_BASE_URL",
+            "cache_dir": "CRITIC_CACHE_DIR"}
+
+
+def default_cache_dir() -> str:
+    """Return the user cache directory for critic (``$XDG_CACHE_HOME/critic``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return os.path.join(base, "critic")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every review option, resolved; the API key is held but never shown."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    threshold: float = DEFAULT_THRESHOLD
+    sensitive_tags: tuple[str, ...] = ()
+    rules: tuple[str, ...] = ()
+    fail_on: str = "revise"
+    top_k: int = 5
+    jobs: int = 8
+    timeout: float = 60.0
+    max_retries: int = 2
+    response_format: str = "auto"
+    prompt_template: str | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    reflect: bool = True
+    refusal_message: str = DEFAULT_REFUSAL
+    max_bytes: int = DEFAULT_MAX_BYTES
+    glob: tuple[str, ...] = DEFAULT_GLOBS
+    cache: bool = True
+    cache_dir: str = field(default_factory=default_cache_dir)
+    offline: bool = False
+    config_path: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+_PATH_KEYS = ("prompt_template", "cache_dir")
+_KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("config_path", "api_key"))
+
+
+def find_config(start: str | None = None) -> str | None:
+    """Return the nearest ``.critic.yaml`` from ``start`` (the working directory) upwards."""
+    here = Path(start or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """Read and validate a config file; relative paths in it are made relative to it."""
+    try:
+        document, lines = yamlsafe.load_file(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    except yamlsafe.YAMLInputError as exc:
+        raise ConfigError(yamlsafe.describe(path, exc)) from None
+    if document is None:
+        return {}
+    v = Validator(path, lines, ConfigError)
+    if isinstance(document, dict) and "api_key" in document:
+        raise v.fail(("api_key",), "keep keys out of config files; name a variable with "
+                                   "api_key_env instead")
+    data = dict(v.mapping(document, (), _KEYS))
+    base = os.path.dirname(os.path.abspath(path))
+    checked: dict[str, Any] = {}
+    for key, value in data.items():
+        if value is None:
+            continue
+        checked[key] = _check_value(v, key, value)
+        if key in _PATH_KEYS:
+            checked[key] = os.path.join(base, os.path.expanduser(checked[key]))
+        elif key == "rules":
+            checked[key] = tuple(os.path.join(base, os.path.expanduser(p)) for p in value)
+    return checked
+
+
+def _check_value(v: Validator, key: str, value: Any) -> Any:
+    path = (key,)
+    if key in ("model", "base_url", "api_key_env", "prompt_template", "refusal_message",
+               "cache_dir"):
+        return v.text(value, path)
+    if key in ("sensitive_tags", "rules", "glob"):
+        return tuple(sorted(v.tags(value, path))) if key == "sensitive_tags" else tuple(
+            v.text(item, (*path, i)) for i, item in enumerate(v.items(value, path)))
+    if key == "threshold":
+        return v.number(value, path, low=0.0, high=1.0)
+    if key in ("timeout", "temperature"):
+        return v.number(value, path, low=0.0, high=600.0 if key == "timeout" else 2.0)
+    if key in ("top_k", "max_retries", "seed"):
+        return v.integer(value, path)
+    if key in ("jobs", "max_bytes"):
+        return v.integer(value, path, low=1)
+    if key == "fail_on":
+        return v.choice(value, path, FAIL_ON)
+    if key == "response_format":
+        return v.choice(value, path, RESPONSE_FORMATS)
+    return v.flag(value, path)  # reflect, cache, offline
+
+
+def check_flags(flags: Mapping[str, Any]) -> None:
+    """Raise UsageError for a flag value outside its range."""
+    threshold = flags.get("threshold")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise UsageError(f"--threshold must be between 0 and 1, got {threshold}")
+    for name in ("jobs", "max_bytes"):
+        if flags.get(name) is not None and flags[name] < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("top_k", "max_retries"):
+        if flags.get(name) is not None and flags[name] < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must not be negative")
+    if flags.get("timeout") is not None and flags["timeout"] <= 0:
+        raise UsageError("--timeout must be positive")
+    if flags.get("fail_on") is not None and flags["fail_on"] not in FAIL_ON:
+        raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}")
+    if flags.get("response_format") is not None and (
+        flags["response_format"] not in RESPONSE_FORMATS
+    ):
+        raise UsageError(f"--response-format must be one of {', '.join(RESPONSE_FORMATS)}")
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    *,
+    config: str | None = None,
+    use_config: bool = True,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> Settings:
+    """Merge flags (None = not given), environment, config file and defaults into Settings."""
+    env = os.environ if env is None else env
+    check_flags(flags)
+    path = config if config is not None else (find_config(cwd) if use_config else None)
+    values: dict[str, Any] = load_config(path) if path else {}
+    for key, var in ENV_VARS.items():
+        if env.get(var):
+            values[key] = env[var]
+    values.update({key: value for key, value in flags.items() if value is not None})
+    unknown = set(values) - set(_KEYS)
+    if unknown:
+        raise UsageError(f"unknown setting {sorted(unknown)[0]!r}")
+    for key in ("sensitive_tags", "rules", "glob"):
+        if key in values:
+            values[key] = tuple(values[key])
+    values["api_key"] = _api_key(values.get("api_key_env"), env)
+    values["config_path"] = path
+    return Settings(**values)
+
+
+def _api_key(name: str | None, env: Mapping[str, str]) -> str | None:
+    if name:
+        if not env.get(name):
+            raise UsageError(f"--api-key-env: the variable {name} is not set")
+        return env[name]
+    for var in DEFAULT_KEY_VARS:
+        if env.get(var):
+            return env[var]
+    return None

@@ -1,0 +1,286 @@
+"""Inputs: drafts from files, stdin and JSONL, and activation logs, read and validated.
+
+Every problem names its source and, for JSON, the path inside it (``$.activated_nodes[2].score``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from typing import IO, Any
+
+from critic_cli.errors import InputError
+from critic_cli.signals import ACTIVATION_KEY, activation_from_resolved
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_GLOBS = ("*.txt", "*.md")
+STDIN = "-"
+LOG_LISTS = ("activated_nodes", "inference_paths", "traversed_edges")
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One draft to review: where it came from, its text and its activation log."""
+
+    source: str
+    text: str
+    activation: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """An input in a batch that could not be read; it still gets a record."""
+
+    source: str
+    reason: str
+
+
+Item = Draft | BadInput
+
+
+def decode_draft(data: bytes, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Return the draft's text: UTF-8, BOM dropped, no NUL, at most ``max_bytes``."""
+    if len(data) > max_bytes:
+        raise InputError(f"{source}: draft is larger than --max-bytes ({max_bytes} bytes)")
+    if b"\x00" in data:
+        raise InputError(f"{source}: draft contains a NUL byte at offset {data.index(0)}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: draft is not UTF-8 (invalid byte at offset {exc.start})"
+                         ) from None
+
+
+def _read_bytes(path: str, limit: int, what: str, stdin: IO[bytes] | None = None) -> bytes:
+    if path == STDIN:
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        return stream.read(limit + 1)
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory, expected a {what} file")
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def read_draft(
+    path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, stdin: IO[bytes] | None = None
+) -> str:
+    """Read the draft at ``path`` (``-`` for stdin)."""
+    source = "<stdin>" if path == STDIN else path
+    return decode_draft(_read_bytes(path, max_bytes, "draft", stdin), source, max_bytes)
+
+
+# -- activation logs ------------------------------------------------------------------------
+
+
+def _fail(source: str, where: str, reason: str) -> InputError:
+    return InputError(f"{source}: {where}: {reason}")
+
+
+def _finite(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _json_kind(value: Any) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+             list: "an array", dict: "an object", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def validate_log(log: Any, source: str, root: str = "$") -> dict[str, Any]:
+    """Return ``log`` when it is a well-formed raw activation log; name the bad path if not."""
+    if not isinstance(log, dict):
+        raise _fail(source, root, f"expected an object, got {_json_kind(log)}")
+    for key in LOG_LISTS:
+        value = log.get(key)
+        if value is not None and not isinstance(value, list):
+            raise _fail(source, f"{root}.{key}", f"expected an array, got {_json_kind(value)}")
+    for i, node in enumerate(log.get("activated_nodes") or []):
+        where = f"{root}.activated_nodes[{i}]"
+        if not isinstance(node, dict):
+            raise _fail(source, where, f"expected an object, got {_json_kind(node)}")
+        score = node.get("score")
+        if score is not None and not _finite(score):
+            raise _fail(source, f"{where}.score",
+                        f"expected a finite number, got {_json_kind(score)} {score!r}")
+        properties = node.get("properties")
+        if properties is not None and not isinstance(properties, dict):
+            raise _fail(source, f"{where}.properties",
+                        f"expected an object, got {_json_kind(properties)}")
+        for key, tags in (("tags", node.get("tags")),
+                          ("properties.tags", (properties or {}).get("tags"))):
+            if tags is None:
+                continue
+            if not isinstance(tags, list):
+                raise _fail(source, f"{where}.{key}",
+                            f"expected an array of strings, got {_json_kind(tags)}")
+            for j, tag in enumerate(tags):
+                if not isinstance(tag, str):
+                    raise _fail(source, f"{where}.{key}[{j}]",
+                                f"expected a string, got {_json_kind(tag)}")
+    for i, edge in enumerate(log.get("traversed_edges") or []):
+        where = f"{root}.traversed_edges[{i}]"
+        if not isinstance(edge, dict):
+            raise _fail(source, where, f"expected an object, got {_json_kind(edge)}")
+        weight = edge.get("weight")
+        if weight is not None and not _finite(weight):
+            raise _fail(source, f"{where}.weight",
+                        f"expected a finite number, got {_json_kind(weight)} {weight!r}")
+    return log
+
+
+def activation_from_document(document: Any, source: str, root: str = "$") -> dict[str, Any]:
+    """Return the validated raw log from a raw log or a resolved map (``{"activation": ...}``)."""
+    if not isinstance(document, dict):
+        raise _fail(source, root, f"expected an object, got {_json_kind(document)}")
+    if ACTIVATION_KEY not in document:
+        return validate_log(document, source, root)
+    entry = document[ACTIVATION_KEY]
+    where = f"{root}.{ACTIVATION_KEY}"
+    if entry is None:
+        return {}
+    if isinstance(entry, dict) and "value" in entry:
+        entry, where = entry["value"], f"{where}.value"
+    if not isinstance(entry, dict):
+        raise _fail(source, where, f"expected an object, got {_json_kind(entry)}")
+    return validate_log(activation_from_resolved(document), source, where)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number")
+
+
+def parse_json(text: str | bytes, source: str) -> Any:
+    """Parse JSON text; a syntax error names the line and column."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
+                         ) from None
+    except ValueError as exc:
+        raise InputError(f"{source}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{source}: JSON nested too deeply") from None
+
+
+def read_activation(path: str, *, max_bytes: int = 16 * DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """Read an activation file, raw or resolved, and return the validated raw log."""
+    data = _read_bytes(path, max_bytes, "activation")
+    if len(data) > max_bytes:
+        raise InputError(f"{path}: activation log is larger than {max_bytes} bytes")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: activation log is not UTF-8 (byte {exc.start})") from None
+    return activation_from_document(parse_json(text, path), path)
+
+
+# -- many drafts ----------------------------------------------------------------------------
+
+
+def expand_paths(paths: Iterable[str], globs: Iterable[str] = DEFAULT_GLOBS) -> Iterator[str]:
+    """Yield each path; a directory yields its matching files, recursively, sorted."""
+    patterns = tuple(globs)
+    for path in paths:
+        if path != STDIN and os.path.isdir(path):
+            for top, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if any(fnmatch(name, pattern) for pattern in patterns):
+                        yield os.path.join(top, name)
+        else:
+            yield path
+
+
+def check_paths(paths: Iterable[str]) -> None:
+    """Raise InputError for the first path on the command line that does not exist."""
+    for path in paths:
+        if path != STDIN and not os.path.exists(path):
+            raise InputError(f"{path}: no such file or directory")
+
+
+def drafts_from_paths(
+    paths: Iterable[str], activation: Mapping[str, Any] | None, *, max_bytes: int,
+    stdin: IO[bytes] | None = None,
+) -> Iterator[Item]:
+    """Yield a Draft for each readable path and a BadInput for each one that is not."""
+    log = dict(activation or {})
+    for path in paths:
+        try:
+            text = read_draft(path, max_bytes=max_bytes, stdin=stdin)
+        except InputError as exc:
+            yield BadInput("<stdin>" if path == STDIN else path, exc.message)
+            continue
+        yield Draft("<stdin>" if path == STDIN else path, text, log)
+
+
+def drafts_from_jsonl(
+    path: str, *, max_bytes: int, stdin: IO[bytes] | None = None
+) -> Iterator[Item]:
+    """Yield one item per line of ``{"id", "draft", "activation"?}``; bad lines become BadInput."""
+    name = "<stdin>" if path == STDIN else path
+    if path == STDIN:
+        stream: IO[bytes] = stdin if stdin is not None else sys.stdin.buffer
+    else:
+        if os.path.isdir(path):
+            raise InputError(f"{path}: is a directory, expected a JSONL file")
+        try:
+            stream = open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read JSONL: {exc.strerror or exc}") from None
+    try:
+        for number, raw in enumerate(stream, start=1):
+            if not raw.strip():
+                continue
+            where = f"{name}:{number}"
+            try:
+                yield _jsonl_draft(raw, where, max_bytes)
+            except InputError as exc:
+                yield BadInput(where, exc.message)
+    finally:
+        if path != STDIN:
+            stream.close()
+
+
+def _jsonl_draft(raw: bytes, where: str, max_bytes: int) -> Draft:
+    try:
+        line = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: line is not UTF-8 (byte {exc.start})") from None
+    document = parse_json(line, where)
+    if not isinstance(document, dict):
+        raise InputError(f"{where}: expected an object, got {_json_kind(document)}")
+    unknown = sorted(set(document) - {"id", "draft", "activation"})
+    if unknown:
+        raise InputError(f"{where}: $.{unknown[0]}: unknown key (expected id, draft, activation)")
+    draft = document.get("draft")
+    if not isinstance(draft, str):
+        raise InputError(f"{where}: $.draft: expected a string, got {_json_kind(draft)}")
+    try:
+        encoded = draft.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{where}: $.draft: not valid Unicode (lone surrogate at {exc.start})"
+                         ) from None
+    if len(encoded) > max_bytes:
+        raise InputError(f"{where}: draft is larger than --max-bytes ({max_bytes} bytes)")
+    if "\x00" in draft:
+        raise InputError(f"{where}: draft contains a NUL character")
+    ident = document.get("id")
+    if ident is None:
+        ident = where
+    elif not isinstance(ident, (str, int)) or isinstance(ident, bool):
+        raise InputError(f"{where}: $.id: expected a string or number, got {_json_kind(ident)}")
+    activation = document.get("activation")
+    log = {} if activation is None else activation_from_document(activation, where,
+                                                                 "$.activation")
+    return Draft(str(ident), draft, log)
