@@ -1,7 +1,5 @@
 """The ``critic`` command line: parse options, call one core function, render the result."""
 
-from __future__ import annotations
-
 import json
 import os
 import sys

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from critic_cli import yamlsafe
@@ -25,7 +24,7 @@ ENV_VARS = {"model": "CRITIC_MODEL", "base_url": "CRITIC_BASE_URL",
 
 def default_cache_dir() -> str:
     """Return the user cache directory for critic (``$XDG_CACHE_HOME/critic``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "critic")
 
 
@@ -65,12 +64,15 @@ _KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("config_path", 
 
 def find_config(start: str | None = None) -> str | None:
     """Return the nearest ``.critic.yaml`` from ``start`` (the working directory) upwards."""
-    here = Path(start or os.getcwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / CONFIG_NAME
-        if candidate.is_file():
-            return str(candidate)
-    return None
+    folder = os.path.realpath(start or os.getcwd())
+    while True:
+        candidate = os.path.join(folder, CONFIG_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def load_config(path: str) -> dict[str, Any]:

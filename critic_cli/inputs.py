@@ -11,7 +11,6 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 from typing import IO, Any
 
 from critic_cli.errors import InputError
@@ -61,7 +60,8 @@ def _read_bytes(path: str, limit: int, what: str, stdin: IO[bytes] | None = None
         stream = stdin if stdin is not None else sys.stdin.buffer
         return stream.read(limit + 1)
     if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, expected a {what} file")
+        article = "an" if what[0] in "aeiou" else "a"
+        raise InputError(f"{path}: is a directory, expected {article} {what} file")
     try:
         with open(path, "rb") as handle:
             return handle.read(limit + 1)
@@ -156,14 +156,40 @@ def activation_from_document(document: Any, source: str, root: str = "$") -> dic
     return validate_log(activation_from_resolved(document), source, where)
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number")
+class _Constant:
+    """A NaN or Infinity literal, kept in place so the error can name its JSON path."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _find_constant(document: Any) -> tuple[str, str] | None:
+    """Return the JSON path and spelling of the first NaN/Infinity literal in ``document``."""
+    stack: list[tuple[str, Any]] = [("$", document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _Constant):
+            return path, value.name
+        if isinstance(value, dict):
+            children = [(f"{path}.{key}", item) for key, item in value.items()]
+        elif isinstance(value, list):
+            children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return None
 
 
 def parse_json(text: str | bytes, source: str) -> Any:
-    """Parse JSON text; a syntax error names the line and column."""
+    """Parse JSON text; a syntax error names the line and column, a NaN its JSON path."""
+    constants: list[_Constant] = []
+
+    def constant(name: str) -> _Constant:
+        constants.append(_Constant(name))
+        return constants[-1]
+
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        document = json.loads(text, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
                          ) from None
@@ -171,6 +197,12 @@ def parse_json(text: str | bytes, source: str) -> Any:
         raise InputError(f"{source}: not valid JSON: {exc}") from None
     except RecursionError:
         raise InputError(f"{source}: JSON nested too deeply") from None
+    if constants:
+        found = _find_constant(document)
+        where, name = found if found is not None else ("$", constants[0].name)
+        raise InputError(f"{source}: {where}: expected a finite number, got {name} "
+                         "(JSON has no NaN or Infinity)")
+    return document
 
 
 def read_activation(path: str, *, max_bytes: int = 16 * DEFAULT_MAX_BYTES) -> dict[str, Any]:
@@ -190,6 +222,8 @@ def read_activation(path: str, *, max_bytes: int = 16 * DEFAULT_MAX_BYTES) -> di
 
 def expand_paths(paths: Iterable[str], globs: Iterable[str] = DEFAULT_GLOBS) -> Iterator[str]:
     """Yield each path; a directory yields its matching files, recursively, sorted."""
+    from fnmatch import fnmatch
+
     patterns = tuple(globs)
     for path in paths:
         if path != STDIN and os.path.isdir(path):

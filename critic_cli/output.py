@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from types import TracebackType
 from typing import IO
 
@@ -22,6 +21,8 @@ class Sink:
 
     def __enter__(self) -> Sink:
         if self.path is not None:
+            import tempfile
+
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):
                 raise UsageError(f"--output {self.path}: no such directory {folder}")

@@ -35,7 +35,7 @@ RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")
 FALLBACK_STATUSES = frozenset({400, 404, 415, 422})
 NO_KEY = "not-needed"
 _SNIPPET = 120
-_TOKENS = re.compile(r"(?i)\b(bearer\s+)\S+|\bsk-[A-Za-z0-9_\-*]{6,}")
+_TOKENS = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=*-]{8,}|\bsk-[A-Za-z0-9_*-]{6,}")
 
 
 @dataclass(frozen=True)
@@ -110,14 +110,14 @@ class Provider:
 
             try:
                 self._client = openai.AsyncOpenAI(
-                    base_url=self.settings.base_url,
+                    base_url=self.settings.base_url or None,
                     api_key=self.settings.api_key or NO_KEY,
                     timeout=self.settings.timeout,
                     max_retries=self.settings.max_retries,
                 )
-            except (openai.OpenAIError, ValueError, TypeError) as exc:
+            except Exception as exc:  # httpx2.InvalidURL is no OpenAIError; say why, in one line
                 raise ReflectionError(self._scrub(
-                    f"cannot set up the model client: {_first_line(str(exc))}")) from None
+                    f"cannot use base URL {self.base_url}: {_first_line(str(exc))}")) from None
         return self._client
 
     async def complete(self, messages: Sequence[dict[str, str]]) -> tuple[dict[str, Any], str]:
@@ -175,6 +175,9 @@ class Provider:
         key = self.settings.api_key
         if key:
             text = text.replace(key, "[key]")
+        password = _password(self.settings.base_url)
+        if password:
+            text = text.replace(password, "[password]")
         return _TOKENS.sub(lambda m: f"{m.group(1)}[key]" if m.group(1) else "[key]", text)
 
 
@@ -186,7 +189,7 @@ def _detail(body: object) -> str:
     """Return ``": message"`` from an error body, short and on one line, or nothing."""
     message: object = body
     if isinstance(body, dict):
-        message = body.get("message", body.get("error"))
+        message = body.get("message") or body.get("error") or body.get("detail")
         if isinstance(message, dict):
             message = message.get("message")
     if not isinstance(message, str):
@@ -202,6 +205,13 @@ def _detail(body: object) -> str:
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "unknown error"
     return line if len(line) <= 200 else line[:199] + "…"
+
+
+def _password(url: str | None) -> str | None:
+    try:
+        return urlsplit(url).password if url else None
+    except ValueError:
+        return None
 
 
 def _safe_url(url: str) -> str:

@@ -7,7 +7,6 @@ run never starts an event loop and never imports ``openai``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from critic_cli import checks as checks_module
 from critic_cli import signals
-from critic_cli.cache import Cache, cache_key
 from critic_cli.config import Settings
 from critic_cli.errors import CriticError, ReflectionError
 from critic_cli.inputs import BadInput, Draft, Item
@@ -24,6 +22,9 @@ from critic_cli.record import Gate, Record, Reflection, Summary, most_severe
 from critic_cli.rules import Ruleset, load_packs, retrieve
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from critic_cli.cache import Cache
     from critic_cli.provider import Provider, ProviderSettings
     from critic_cli.reflection import PromptTemplate
 
@@ -51,6 +52,7 @@ def plan(settings: Settings) -> Plan:
     tags = ruleset.gate_tags(settings.sensitive_tags)
     if not (settings.reflect and settings.model):
         return Plan(settings, ruleset, tags)
+    from critic_cli.cache import Cache
     from critic_cli.provider import ProviderSettings
     from critic_cli.reflection import PromptTemplate
 
@@ -203,6 +205,8 @@ class Reflector:
 
     def key(self, messages: list[dict[str, str]]) -> str:
         """Return the cache key of the request these messages make."""
+        from critic_cli.cache import cache_key
+
         body = self._request_body(self.settings, messages, "none")
         return cache_key(self.settings.base_url, body, self.settings.response_format)
 
@@ -272,6 +276,8 @@ def run(plan: Plan, items: Iterable[Item], emit: Callable[[Record], None]) -> Su
             summary.add(result)
             emit(result)
     else:
+        import asyncio
+
         asyncio.run(_run_concurrently(plan, items, emit, summary))
     summary.seconds = time.perf_counter() - summary.started
     return summary
@@ -280,6 +286,8 @@ def run(plan: Plan, items: Iterable[Item], emit: Callable[[Record], None]) -> Su
 async def _run_concurrently(
     plan: Plan, items: Iterable[Item], emit: Callable[[Record], None], summary: Summary
 ) -> None:
+    import asyncio
+
     jobs = plan.settings.jobs
     limit = asyncio.Semaphore(jobs)
     reflector = Reflector(plan)

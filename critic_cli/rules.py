@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from critic_cli import yamlsafe
-from critic_cli.errors import RuleError
+from critic_cli.errors import RuleError, located
 from critic_cli.validate import Validator
 
 Action = Literal["refuse", "revise", "flag"]
@@ -55,6 +55,7 @@ class Rule:
     always: bool = False
     check: Check | None = None
     source: str = ""
+    line: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ def parse_pack(document: Any, lines: yamlsafe.Lines, source: str) -> Ruleset:
             always=v.flag(data.get("always"), (*path, "always")),
             check=None if check is None else _check(v, check, (*path, "check")),
             source=source,
+            line=lines.of((*path, "id")),
         ))
     return Ruleset(
         sensitive_tags=v.tags(top.get("sensitive_tags"), ("sensitive_tags",)),
@@ -187,12 +189,12 @@ def load_pack(path: str) -> Ruleset:
 def merge(packs: Sequence[Ruleset]) -> Ruleset:
     """Merge packs: union of tags, preferences by priority (stable), rule ids unique."""
     rules = [rule for pack in packs for rule in pack.rules]
-    counts = Counter(rule.id for rule in rules)
+    first: dict[str, Rule] = {}
     for rule in rules:
-        if counts[rule.id] > 1:
-            others = sorted({r.source for r in rules if r.id == rule.id})
-            raise RuleError(f"{rule.source}: rules: duplicate rule id {rule.id!r} "
-                            f"(also in {', '.join(others)})")
+        if rule.id in first:
+            raise RuleError(located(rule.source, rule.line, "rules", f"duplicate rule id "
+                                    f"{rule.id!r} (also in {first[rule.id].source})"))
+        first[rule.id] = rule
     preferences = sorted(
         (p for pack in packs for p in pack.preferences), key=lambda p: -p.priority
     )

@@ -7,7 +7,9 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from critic_cli.reflection import (
     parse_reply,
     response_format,
 )
-from tests.judge import Judge, Reply, completion
+from tests.judge import Judge, Reply, completion, serve_judge
 
 ROOT = Path(__file__).resolve().parents[1]
 MESSAGES = build_messages(PromptTemplate.default(), "A draft.", (), ("Be kind.",), None, 0.4)
@@ -321,3 +323,72 @@ def test_aclose_twice_and_reconnect(judge: Judge) -> None:
 
     assert asyncio.run(run()) == "json_schema"
     assert len(judge.requests) == 2
+
+
+def test_invalid_base_url() -> None:
+    with pytest.raises(ReflectionError) as info:
+        call(ProviderSettings(model="m", base_url="http://[::1/v1", max_retries=0))
+    assert str(info.value) == "cannot use base URL http://[::1/v1: Invalid port: ':1'"
+
+
+def test_fastapi_style_detail_is_reported(judge: Judge) -> None:
+    judge.script(Reply(status=403, json={"detail": "Model not allowed"}))
+    assert failure(settings(judge)) == (
+        f"model call failed: HTTP 403 from {judge.base_url}: Model not allowed")
+
+
+def test_plain_text_error_body_is_reported_short(judge: Judge) -> None:
+    judge.script(Reply(status=401, text="denied " + "x" * 300))
+    message = failure(settings(judge))
+    assert message.startswith(f"model call failed: HTTP 401 from {judge.base_url}: denied xxx")
+    assert message.endswith("x…")
+    assert len(message) < len(judge.base_url) + 160
+
+
+def test_empty_base_url_means_the_default() -> None:
+    assert Provider(ProviderSettings(model="m", base_url="")).base_url == (
+        "the default OpenAI endpoint")
+
+
+# the judge itself
+
+
+def test_judge_shuts_down_promptly_with_a_request_hanging() -> None:
+    with serve_judge() as judge:
+        judge.script(Reply(delay=60))
+        errors: list[BaseException] = []
+
+        def hang() -> None:
+            request = urllib.request.Request(judge.base_url + "/chat/completions", data=b"{}",
+                                             headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(request, timeout=10).close()
+            except Exception as exc:  # the server drops the connection at shutdown
+                errors.append(exc)
+
+        client = threading.Thread(target=hang)
+        client.start()
+        while not judge.requests:
+            time.sleep(0.01)
+        started = time.monotonic()
+    assert time.monotonic() - started < 1
+    client.join(timeout=5)
+    assert not client.is_alive()
+    assert len(errors) == 1
+
+
+def test_serve_judge_default_verdict_and_latency() -> None:
+    with serve_judge(latency=0.2) as judge:
+        judge.default_verdict = {"verdict": "refuse", "text": "No.", "matched_preferences": []}
+        started = time.monotonic()
+        reply, _ = call(settings(judge))
+        assert time.monotonic() - started >= 0.2
+    assert parse_reply(reply, (), "x") == Verdict("refuse", "No.", [])
+    assert judge.requests[0].body["model"] == "judge-1"
+
+
+def test_judge_answers_404_off_route(judge: Judge) -> None:
+    with pytest.raises(ReflectionError) as info:
+        call(settings(judge, base_url=judge.base_url.removesuffix("/v1")))
+    assert str(info.value).startswith("model call failed: HTTP 404 from ")
+    assert [r.path for r in judge.requests] == ["/chat/completions"] * 3
