@@ -1,18 +1,15 @@
 """Deterministic checks: run every rule's pattern over a draft, locate hits, redact."""
 
-from __future__ import annotations
-
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from critic_cli.rules import Action, Rule
 
 SEVERITY: dict[Action, int] = {"flag": 1, "revise": 2, "refuse": 3}
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """One match of a check: where it is, never what it matched."""
 
     rule: str

@@ -17,7 +17,7 @@ EXIT_INTERNAL = 70
 class _CriticGroup(TyperGroup):
     """Turn every CriticError into one line on stderr and its exit code, in one place."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort):

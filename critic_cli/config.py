@@ -1,11 +1,8 @@
 """Settings: `.critic.yaml` discovery, validation, precedence (flag > env > config > default)."""
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from critic_cli import yamlsafe
 from critic_cli.errors import ConfigError, UsageError
@@ -28,8 +25,7 @@ def default_cache_dir() -> str:
     return os.path.join(base, "critic")
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """Every review option, resolved; the API key is held but never shown."""
 
     model: str | None = None
@@ -52,14 +48,19 @@ class Settings:
     max_bytes: int = DEFAULT_MAX_BYTES
     glob: tuple[str, ...] = DEFAULT_GLOBS
     cache: bool = True
-    cache_dir: str = field(default_factory=default_cache_dir)
+    cache_dir: str = ""  # "" is the user cache directory
     offline: bool = False
     config_path: str | None = None
-    api_key: str | None = field(default=None, repr=False)
+    api_key: str | None = None
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={'***' if name == 'api_key' and value else value!r}"
+                          for name, value in zip(self._fields, self, strict=True))
+        return f"Settings({shown})"
 
 
 _PATH_KEYS = ("prompt_template", "cache_dir")
-_KEYS = tuple(f.name for f in fields(Settings) if f.name not in ("config_path", "api_key"))
+_KEYS = tuple(name for name in Settings._fields if name not in ("config_path", "api_key"))
 
 
 def find_config(start: str | None = None) -> str | None:
@@ -174,6 +175,7 @@ def resolve(
             values[key] = tuple(values[key])
     values["api_key"] = _api_key(values.get("api_key_env"), env)
     values["config_path"] = path
+    values["cache_dir"] = values.get("cache_dir") or default_cache_dir()
     return Settings(**values)
 
 

@@ -3,15 +3,12 @@
 Every problem names its source and, for JSON, the path inside it (``$.activated_nodes[2].score``).
 """
 
-from __future__ import annotations
-
 import json
 import math
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from critic_cli.errors import InputError
 from critic_cli.signals import ACTIVATION_KEY, activation_from_resolved
@@ -22,17 +19,15 @@ STDIN = "-"
 LOG_LISTS = ("activated_nodes", "inference_paths", "traversed_edges")
 
 
-@dataclass(frozen=True)
-class Draft:
+class Draft(NamedTuple):
     """One draft to review: where it came from, its text and its activation log."""
 
     source: str
     text: str
-    activation: dict[str, Any] = field(default_factory=dict)
+    activation: dict[str, Any] = {}  # read-only; never mutated
 
 
-@dataclass(frozen=True)
-class BadInput:
+class BadInput(NamedTuple):
     """An input in a batch that could not be read; it still gets a record."""
 
     source: str

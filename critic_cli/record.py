@@ -1,11 +1,8 @@
 """The record: one plain value per reviewed draft, its dictionary form and JSON Schema."""
 
-from __future__ import annotations
-
 import time
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Verdict = Literal["approve", "flagged", "revise", "refuse", "error"]
 VERDICTS: tuple[str, ...] = ("approve", "flagged", "revise", "refuse", "error")
@@ -29,8 +26,7 @@ def fails(verdict: str, fail_on: str) -> bool:
     return SEVERITY[verdict] >= SEVERITY[fail_on]
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(NamedTuple):
     """Whether the gate fired, why, and against which threshold."""
 
     fired: bool
@@ -38,8 +34,7 @@ class Gate:
     threshold: float
 
 
-@dataclass(frozen=True)
-class Reflection:
+class Reflection(NamedTuple):
     """Whether the model was asked, which model, from the cache or not, and any failure."""
 
     ran: bool = False
@@ -48,8 +43,7 @@ class Reflection:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """The verdict on one draft: the seed's fields first, then critic's."""
 
     verdict: str
@@ -65,7 +59,7 @@ class Record:
     checks: tuple[dict[str, Any], ...] = ()
     rules_used: tuple[str, ...] = ()
     error: str | None = None
-    draft: str = field(default="", repr=False, compare=False)
+    draft: str = ""
 
     @property
     def final_text(self) -> str | None:
@@ -107,15 +101,15 @@ class Record:
         }
 
 
-@dataclass
 class Summary:
     """Counts for the end of a run."""
 
-    verdicts: Counter[str] = field(default_factory=Counter)
-    cache_hits: int = 0
-    reflections: int = 0
-    started: float = field(default_factory=time.perf_counter)
-    seconds: float = 0.0
+    def __init__(self) -> None:
+        self.verdicts: Counter[str] = Counter()
+        self.cache_hits = 0
+        self.reflections = 0
+        self.started = time.perf_counter()
+        self.seconds = 0.0
 
     def add(self, record: Record) -> None:
         """Count one record."""

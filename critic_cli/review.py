@@ -5,13 +5,10 @@ local and synchronous; only drafts that need the model become asyncio tasks, so 
 run never starts an event loop and never imports ``openai``.
 """
 
-from __future__ import annotations
-
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from critic_cli import checks as checks_module
 from critic_cli import signals
@@ -22,23 +19,20 @@ from critic_cli.record import Gate, Record, Reflection, Summary, most_severe
 from critic_cli.rules import Ruleset, load_packs, retrieve
 
 if TYPE_CHECKING:
-    import asyncio
-
     from critic_cli.cache import Cache
-    from critic_cli.provider import Provider, ProviderSettings
+    from critic_cli.provider import ProviderSettings
     from critic_cli.reflection import PromptTemplate
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """What every draft of one run is reviewed against, loaded once."""
 
     settings: Settings
     ruleset: Ruleset
     tags: frozenset[str]
-    template: PromptTemplate | None = None
-    provider: ProviderSettings | None = None
-    cache: Cache | None = None
+    template: "PromptTemplate | None" = None
+    provider: "ProviderSettings | None" = None
+    cache: "Cache | None" = None
 
     @property
     def reflects(self) -> bool:
@@ -53,6 +47,7 @@ def plan(settings: Settings) -> Plan:
     if not (settings.reflect and settings.model):
         return Plan(settings, ruleset, tags)
     from critic_cli.cache import Cache
+    from critic_cli.config import default_cache_dir
     from critic_cli.provider import ProviderSettings
     from critic_cli.reflection import PromptTemplate
 
@@ -68,12 +63,12 @@ def plan(settings: Settings) -> Plan:
         temperature=settings.temperature,
         seed=settings.seed,
     )
-    cache = Cache(settings.cache_dir) if settings.cache or settings.offline else None
+    use_cache = settings.cache or settings.offline
+    cache = Cache(settings.cache_dir or default_cache_dir()) if use_cache else None
     return Plan(settings, ruleset, tags, template, provider, cache)
 
 
-@dataclass
-class Assessment:
+class Assessment(NamedTuple):
     """A draft after the gate and the checks: final, or waiting for the model."""
 
     draft: Draft
@@ -82,7 +77,7 @@ class Assessment:
     gate: Gate
     hits: list[checks_module.Hit]
     text: str
-    messages: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict[str, str]] = []  # read-only
     rules_used: tuple[str, ...] = ()
 
     @property
@@ -114,20 +109,20 @@ def needs_model(plan: Plan, assessment: Assessment) -> bool:
     return plan.reflects and assessment.gate.fired and assessment.check_verdict != "refuse"
 
 
-def prepare_messages(plan: Plan, assessment: Assessment) -> None:
-    """Fill in the messages for the model call and the rules they carry."""
+def prepare_messages(plan: Plan, assessment: Assessment) -> Assessment:
+    """Return the assessment with the messages for the model call and the rules they carry."""
     from critic_cli.reflection import build_messages
 
     assert plan.template is not None
     names = " ".join(str(node.get("name") or node.get("id") or "")
                      for node in assessment.draft.activation.get("activated_nodes") or [])
     rules = retrieve(plan.ruleset, f"{assessment.text}\n{names}", plan.settings.top_k)
-    assessment.rules_used = tuple(rule.id for rule in rules)
-    assessment.messages = build_messages(
+    messages = build_messages(
         plan.template, assessment.text, plan.ruleset.preferences,
         [rule.content for rule in rules], assessment.hit or _flag_rule(assessment),
         assessment.confidence,
     )
+    return assessment._replace(messages=messages, rules_used=tuple(rule.id for rule in rules))
 
 
 def _flag_rule(assessment: Assessment) -> str | None:
@@ -137,8 +132,7 @@ def _flag_rule(assessment: Assessment) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What the model said, or why it could not say it."""
 
     verdict: str
@@ -262,8 +256,7 @@ def _local(plan: Plan, item: Item) -> Record | Assessment:
     assessment = assess(plan, item)
     if not needs_model(plan, assessment):
         return finish(plan, assessment)
-    prepare_messages(plan, assessment)
-    return assessment
+    return prepare_messages(plan, assessment)
 
 
 def run(plan: Plan, items: Iterable[Item], emit: Callable[[Record], None]) -> Summary:

@@ -4,14 +4,11 @@ A pack is YAML, version 1 (see the README): ``sensitive_tags``, ``preferences`` 
 Every problem is reported as ``file:line: path.to.key: reason``.
 """
 
-from __future__ import annotations
-
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from critic_cli import yamlsafe
 from critic_cli.errors import RuleError, located
@@ -24,8 +21,7 @@ DEFAULT_REPLACEMENT = "[REDACTED]"
 _RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
-@dataclass(frozen=True)
-class Preference:
+class Preference(NamedTuple):
     """One thing the draft must respect; higher priority first."""
 
     priority: float
@@ -33,21 +29,19 @@ class Preference:
     sensitive_tags: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """A deterministic pattern check, compiled once with RE2."""
 
     pattern: str
     action: Action
-    regex: Any = field(compare=False, repr=False)
+    regex: Any
     replace: str = DEFAULT_REPLACEMENT
     message: str | None = None
     ignore_case: bool = False
     validate: str | None = None
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """A procedural rule; sent to reflection when relevant, or always."""
 
     id: str
@@ -55,11 +49,10 @@ class Rule:
     always: bool = False
     check: Check | None = None
     source: str = ""
-    line: int | None = field(default=None, compare=False)
+    line: int | None = None
 
 
-@dataclass(frozen=True)
-class Ruleset:
+class Ruleset(NamedTuple):
     """Every loaded pack merged: tags, preferences by priority, and rules in load order."""
 
     sensitive_tags: frozenset[str] = frozenset()

@@ -1,14 +1,11 @@
 """One command's run from resolved options to written report: what ``cli.py`` calls."""
 
-from __future__ import annotations
-
 import contextlib
 import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from critic_cli import config as config_module
 from critic_cli import inputs
@@ -19,11 +16,10 @@ from critic_cli.report import FORMATS, Context, make
 from critic_cli.review import Plan, plan, requests, run
 
 
-@dataclass
-class Request:
+class Request(NamedTuple):
     """What to review and how to report it (the options that are not settings)."""
 
-    paths: list[str] = field(default_factory=list)
+    paths: list[str] = []  # read-only
     activation: str | None = None
     jsonl: str | None = None
     output_format: str | None = None

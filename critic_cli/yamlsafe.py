@@ -9,7 +9,6 @@ can say ``file:line: path.to.key: reason``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -20,6 +19,7 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 
 _Parser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 
 class YAMLInputError(ValueError):
@@ -31,11 +31,11 @@ class YAMLInputError(ValueError):
         self.reason = reason
 
 
-@dataclass
 class Lines:
     """Where each value of a loaded document came from: key path → 1-based line."""
 
-    by_path: dict[tuple[str | int, ...], int] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.by_path: dict[tuple[str | int, ...], int] = {}
 
     def of(self, path: tuple[str | int, ...]) -> int | None:
         """Return the line of the value at ``path``, or of its nearest located parent."""
@@ -44,18 +44,23 @@ class Lines:
         return self.by_path.get(path)
 
 
+def _line(mark: Any) -> int | None:
+    return mark.line + 1 if mark is not None else None
+
+
 def _scalar(event: yaml.ScalarEvent, resolver: yaml.resolver.Resolver) -> Any:
     tag = event.tag
     if tag is None or tag == "!":
-        tag = resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
+        tag = resolver.resolve(  # type: ignore[no-untyped-call]
+            yaml.ScalarNode, event.value, event.implicit)
     if tag == "tag:yaml.org,2002:merge":
-        raise YAMLInputError(event.start_mark.line + 1, "merge keys (<<) are not allowed")
-    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        raise YAMLInputError(_line(event.start_mark), "merge keys (<<) are not allowed")
+    node = yaml.ScalarNode(tag, event.value, style=event.style)
     try:
-        return yaml.SafeLoader("").construct_object(node)
+        return _CONSTRUCTOR.construct_object(node)
     except yaml.YAMLError as exc:
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise YAMLInputError(event.start_mark.line + 1, f"cannot read value: {reason}") from None
+        raise YAMLInputError(_line(event.start_mark), f"cannot read value: {reason}") from None
 
 
 def _key_text(key: Any) -> str:

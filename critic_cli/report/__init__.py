@@ -4,11 +4,8 @@ A report is fed one record at a time and may write as it goes (``jsonl``, ``text
 collect and write at the end (``sarif``, ``junit``). Only ``report/text.py`` imports rich.
 """
 
-from __future__ import annotations
-
 import importlib
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from critic_cli.record import Record, Summary
 
@@ -23,8 +20,7 @@ FORMATS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     """What a report may need beyond the records."""
 
     fail_on: str = "revise"
