@@ -61,6 +61,13 @@ class Record(NamedTuple):
     error: str | None = None
     draft: str = ""
 
+    def __repr__(self) -> str:
+        # The draft may hold a secret: keep it out of logs, tracebacks and test output.
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self,
+                                                                   strict=True)
+                          if name != "draft")
+        return f"Record({shown})"
+
     @property
     def final_text(self) -> str | None:
         """Return the text to ship: the draft, the revised draft, the refusal, or None."""

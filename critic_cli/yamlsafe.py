@@ -61,6 +61,12 @@ def _scalar(event: yaml.ScalarEvent, resolver: yaml.resolver.Resolver) -> Any:
     except yaml.YAMLError as exc:
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise YAMLInputError(_line(event.start_mark), f"cannot read value: {reason}") from None
+    except (ValueError, KeyError, IndexError, OverflowError):
+        # PyYAML's constructors raise these for `!!int nope`, `!!bool maybe`, `2024-13-45`.
+        kind = str(tag).rsplit(":", 1)[-1]
+        shown = event.value if len(event.value) <= 40 else event.value[:40] + "..."
+        raise YAMLInputError(_line(event.start_mark),
+                             f"cannot read value: {shown!r} is not a valid {kind}") from None
 
 
 def _key_text(key: Any) -> str:
