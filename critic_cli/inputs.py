@@ -175,8 +175,11 @@ def _find_constant(document: Any) -> tuple[str, str] | None:
     return None
 
 
-def parse_json(text: str | bytes, source: str) -> Any:
-    """Parse JSON text; a syntax error names the line and column, a NaN its JSON path."""
+def parse_json(text: str | bytes, source: str, *, one_line: bool = False) -> Any:
+    """Parse JSON text; a syntax error names the line and column, a NaN its JSON path.
+
+    With ``one_line`` (a JSONL line, ``source`` already ``file:line``) only the column is added.
+    """
     constants: list[_Constant] = []
 
     def constant(name: str) -> _Constant:
@@ -186,8 +189,8 @@ def parse_json(text: str | bytes, source: str) -> Any:
     try:
         document = json.loads(text, parse_constant=constant)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
-                         ) from None
+        where = f"{exc.colno}" if one_line else f"{exc.lineno}:{exc.colno}"
+        raise InputError(f"{source}:{where}: not valid JSON: {exc.msg}") from None
     except ValueError as exc:
         raise InputError(f"{source}: not valid JSON: {exc}") from None
     except RecursionError:
@@ -286,7 +289,7 @@ def _jsonl_draft(raw: bytes, where: str, max_bytes: int) -> Draft:
         line = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: line is not UTF-8 (byte {exc.start})") from None
-    document = parse_json(line, where)
+    document = parse_json(line, where, one_line=True)
     if not isinstance(document, dict):
         raise InputError(f"{where}: expected an object, got {_json_kind(document)}")
     unknown = sorted(set(document) - {"id", "draft", "activation"})

@@ -14,13 +14,22 @@ from critic_cli.errors import UsageError
 class Sink:
     """Write text to stdout as it comes, or to a temporary file renamed into place at the end."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, *, flush_each: bool = True) -> None:
         self.path = None if path in (None, "-") else path
+        self.flush_each = flush_each
         self._temporary: str | None = None
         self._stream: IO[str] = sys.stdout
+        self._special = False
 
     def __enter__(self) -> Sink:
-        if self.path is not None:
+        if self.path is not None and os.path.exists(self.path) and not os.path.isfile(
+                self.path):
+            if os.path.isdir(self.path):
+                raise UsageError(f"--output {self.path}: is a directory")
+            # A device or a pipe (/dev/null, a FIFO) is written in place, never replaced.
+            self._stream = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            self._special = True
+        elif self.path is not None:
             import tempfile
 
             folder = os.path.dirname(os.path.abspath(self.path))
@@ -32,13 +41,16 @@ class Sink:
         return self
 
     def write(self, text: str) -> None:
-        """Write ``text`` and flush, so each record reaches the reader whole."""
+        """Write ``text``; flush it too when records come slowly (a model is asked)."""
         if text:
             self._stream.write(text)
-            self._stream.flush()
+            if self.flush_each:
+                self._stream.flush()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if self._special:
+            self._stream.close()
         if self._temporary is None:
             return
         self._stream.close()

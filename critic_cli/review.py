@@ -249,7 +249,7 @@ def _outcome(verdict: Any, start: float, *, cached: bool = False) -> Outcome:
 # -- running ---------------------------------------------------------------------------------
 
 
-def _local(plan: Plan, item: Item) -> Record | Assessment:
+def triage(plan: Plan, item: Item) -> Record | Assessment:
     """Return the record when no model call is needed, else the assessment to send."""
     if isinstance(item, BadInput):
         return bad_input_record(plan, item)
@@ -264,7 +264,7 @@ def run(plan: Plan, items: Iterable[Item], emit: Callable[[Record], None]) -> Su
     summary = Summary()
     if not plan.reflects:
         for item in items:
-            result = _local(plan, item)
+            result = triage(plan, item)
             assert isinstance(result, Record)
             summary.add(result)
             emit(result)
@@ -308,7 +308,7 @@ async def _run_concurrently(
 
     try:
         for item in items:
-            result = _local(plan, item)
+            result = triage(plan, item)
             window.append(asyncio.ensure_future(reflect(result))
                           if isinstance(result, Assessment) else result)
             await flush(wait=len(window) >= most_pending)
@@ -344,6 +344,6 @@ def requests(plan: Plan, items: Iterable[Item]) -> Iterator[tuple[str, dict[str,
     assert plan.provider is not None
     kind = response_kinds(plan.provider.response_format)[0]
     for item in items:
-        result = _local(plan, item)
+        result = triage(plan, item)
         if isinstance(result, Assessment):
             yield result.draft.source, request_body(plan.provider, result.messages, kind)

@@ -100,7 +100,9 @@ def review(flags: Mapping[str, Any], request: Request) -> int:
     report = make(name, Context(fail_on=settings.fail_on, several=several, color=color,
                                 verbose=request.verbose))
     show_progress = several and not request.quiet and sys.stderr.isatty()
-    with Sink(request.output) as sink, _progress(show_progress) as advance:
+    # Gate-only records come fast: let the stream buffer them. With a model, each is flushed.
+    with Sink(request.output, flush_each=the_plan.reflects) as sink, \
+            _progress(show_progress) as advance:
         sink.write(report.start())
 
         def emit(record: Record) -> None:

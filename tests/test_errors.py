@@ -1,4 +1,4 @@
-"""Every bad input: exit 2, one `critic: error:` line naming the file and the place, no traceback."""
+"""Every bad input: exit 2, one `critic: error:` line naming file and place, no traceback."""
 
 from __future__ import annotations
 

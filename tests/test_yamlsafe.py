@@ -1,4 +1,4 @@
-"""Safe YAML: plain values with their lines; anchors, aliases, merge keys and custom tags refused."""
+"""Safe YAML: plain values with lines; anchors, aliases, merge keys and custom tags refused."""
 
 from __future__ import annotations
 

@@ -7,11 +7,13 @@ import json
 from critic_cli.record import Record, Summary
 from critic_cli.report import Context
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_INDENTED = json.JSONEncoder(ensure_ascii=False, indent=2)
 
-def dumps(record: Record, *, indent: int | None = None) -> str:
-    """Return a record as JSON text."""
-    separators = None if indent else (",", ":")
-    return json.dumps(record.to_dict(), ensure_ascii=False, indent=indent, separators=separators)
+
+def dumps(record: Record, *, indent: bool = False) -> str:
+    """Return a record as JSON text: one line, or indented by two spaces."""
+    return (_INDENTED if indent else _COMPACT).encode(record.to_dict())
 
 
 class JSONReport:
@@ -29,8 +31,8 @@ class JSONReport:
         """Return the record, comma-separated inside the array."""
         self.count += 1
         if not self.several:
-            return dumps(record, indent=2) + "\n"
-        text = json.dumps(record.to_dict(), ensure_ascii=False, indent=2)
+            return dumps(record, indent=True) + "\n"
+        text = dumps(record, indent=True)
         body = "\n".join("  " + line for line in text.splitlines())
         return ("," if self.count > 1 else "") + "\n" + body
 

@@ -1,0 +1,163 @@
+"""Many drafts: directories, globs, JSONL, order, bad inputs, exit policy, interrupts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.judge import serve_judge
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def records(stdout: str) -> list[dict]:
+    """Return the JSONL records of an output."""
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_directory_is_walked_recursively_in_sorted_order(run, write):
+    write("drafts/b.txt", "two")
+    write("drafts/a.md", "one")
+    write("drafts/sub/c.txt", "three")
+    write("drafts/skip.json", "{}")
+    write("drafts/.hidden/d.txt", "hidden")
+    result = run("review", "drafts", "--no-config", "--threshold", "0.5")
+    assert result.exit_code == 0, result.stderr
+    sources = [r["source"] for r in records(result.stdout)]
+    assert sources == [os.path.join("drafts", "a.md"), os.path.join("drafts", "b.txt"),
+                       os.path.join("drafts", "sub", "c.txt")]
+
+
+def test_glob_selects_other_files(run, write):
+    write("drafts/a.txt", "one")
+    write("drafts/b.log", "two")
+    result = run("review", "drafts", "--glob", "*.log", "--no-config")
+    assert [r["source"] for r in records(result.stdout)] == [os.path.join("drafts", "b.log")]
+
+
+def test_several_paths_default_to_jsonl(run, write):
+    write("a.txt", "one")
+    write("b.txt", "two")
+    result = run("review", "a.txt", "b.txt", "--no-config")
+    assert [r["source"] for r in records(result.stdout)] == ["a.txt", "b.txt"]
+
+
+def test_json_format_for_several_drafts_is_an_array(run, write):
+    write("a.txt", "one")
+    write("b.txt", "two")
+    result = run("review", "a.txt", "b.txt", "--format", "json", "--no-config")
+    assert [r["source"] for r in json.loads(result.stdout)] == ["a.txt", "b.txt"]
+
+
+def test_a_bad_file_in_a_batch_gets_an_error_record_and_the_others_go_on(run, write):
+    write("drafts/a.txt", "fine")
+    write("drafts/b.txt", b"\xff\xfe bad bytes")
+    write("drafts/c.txt", "also fine")
+    result = run("review", "drafts", "--no-config", "--threshold", "0.5")
+    assert result.exit_code == 3
+    got = records(result.stdout)
+    assert [r["verdict"] for r in got] == ["approve", "error", "approve"]
+    assert "not UTF-8" in got[1]["error"]
+    assert got[1]["reflection"]["ran"] is False
+
+
+def test_jsonl_input_with_bad_lines(run, write):
+    lines = [
+        json.dumps({"id": "ok-1", "draft": "fine"}),
+        "{not json",
+        json.dumps({"id": "no-draft"}),
+        json.dumps({"id": "bad-score", "draft": "x",
+                    "activation": {"activated_nodes": [{"score": "high"}]}}),
+        "",
+        json.dumps({"id": "tagged", "draft": "x", "activation": {
+            "activated_nodes": [{"score": 1.0, "tags": ["credentials"]}],
+            "inference_paths": [1, 2, 3], "traversed_edges": [{"weight": 5}]}}),
+        json.dumps({"draft": "no id"}),
+    ]
+    write("in.jsonl", "\n".join(lines) + "\n")
+    result = run("review", "--jsonl", "in.jsonl", "-t", "credentials", "--no-config",
+                 "--threshold", "0.5")
+    assert result.exit_code == 3
+    got = records(result.stdout)
+    assert [r["source"] for r in got] == ["ok-1", "in.jsonl:2", "in.jsonl:3", "in.jsonl:4",
+                                          "tagged", "in.jsonl:7"]
+    assert [r["verdict"] for r in got] == ["approve", "error", "error", "error", "flagged",
+                                           "approve"]
+    assert got[1]["error"].startswith("in.jsonl:2:2: not valid JSON")
+    assert got[2]["error"] == "in.jsonl:3: $.draft: expected a string, got null"
+    assert "$.activation.activated_nodes[0].score" in got[3]["error"]
+    assert got[4]["sensitive_tag_hit"] == "credentials"
+
+
+def test_jsonl_from_stdin(run):
+    text = json.dumps({"id": "s1", "draft": "hello"}) + "\n"
+    result = run("review", "--jsonl", "-", "--no-config", input=text)
+    assert [r["source"] for r in records(result.stdout)] == ["s1"]
+
+
+def test_fail_on_applies_across_the_batch(run, write):
+    write("a.txt", "one")
+    write("b.txt", "two")
+    assert run("review", "a.txt", "b.txt", "--no-config").exit_code == 0  # flagged < revise
+    assert run("review", "a.txt", "b.txt", "--no-config", "--fail-on", "flagged").exit_code == 1
+
+
+def test_text_output_ends_with_a_summary(run, write):
+    write("a.txt", "one")
+    write("b.txt", "two")
+    result = run("review", "a.txt", "b.txt", "--format", "text", "--no-config")
+    lines = result.stdout.splitlines()
+    assert "approve" in lines[-2] and "cache hits" in lines[-2]
+    assert lines[-1].split()[:5] == ["0", "2", "0", "0", "0"]
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(run, write):
+    write("a.txt", "one")
+    write("b.txt", "two")
+    assert run("review", "a.txt", "b.txt", "--no-config").stderr == ""
+
+
+def test_ctrl_c_mid_batch_stops_cleanly(tmp_path):
+    drafts = tmp_path / "drafts"
+    drafts.mkdir()
+    for i in range(60):
+        (drafts / f"{i:03}.txt").write_text(f"Draft {i}", encoding="utf-8")
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRITIC_", "OPENAI_"))}
+    env["CRITIC_CACHE_DIR"] = str(cache)
+    with serve_judge(latency=0.2) as judge:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "critic_cli", "review", str(drafts), "--model", "m",
+             "--base-url", judge.base_url, "-j", "2", "--format", "jsonl", "--no-config"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while len(judge.requests) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err
+    lines = out.decode().splitlines()
+    assert 0 < len(lines) < 60
+    for i, line in enumerate(lines):
+        assert json.loads(line)["source"].endswith(f"{i:03}.txt")
+    leftovers = [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".json")]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("jobs", ["1", "8"])
+def test_records_stream_in_input_order_whatever_the_jobs(run, write, judge, jobs):
+    judge.latency = 0.02
+    for i in range(10):
+        write(f"d/{i}.txt", f"draft {i}")
+    result = run("review", "d", "--model", "m", "--base-url", judge.base_url, "-j", jobs,
+                 "--no-config")
+    assert [r["source"] for r in records(result.stdout)] == [
+        os.path.join("d", f"{i}.txt") for i in range(10)]
