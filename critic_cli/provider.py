@@ -129,7 +129,9 @@ class Provider:
         for i, kind in enumerate(kinds):
             body = request_body(self.settings, messages, kind)
             try:
-                raw = await client.chat.completions.with_raw_response.create(**body)
+                # The low-level post skips the SDK's per-call TypedDict transform of the body
+                # (~3 ms of CPU a call); the body is already exactly what we mean to send.
+                raw = await client.post("/chat/completions", body=body, cast_to=_response_type())
             except openai.APIStatusError as exc:
                 if i + 1 < len(kinds) and _format_may_be_at_fault(exc.status_code):
                     continue
@@ -147,9 +149,8 @@ class Provider:
             except openai.OpenAIError as exc:
                 raise ReflectionError(self._scrub(
                     f"model call failed: {_first_line(str(exc))}")) from None
-            return self._decode(raw.http_response.status_code,
-                                raw.http_response.headers.get("content-type", ""),
-                                raw.http_response.content), kind
+            return self._decode(raw.status_code, raw.headers.get("content-type", ""),
+                                raw.content), kind
         raise AssertionError("unreachable: response_kinds is never empty")
 
     def _decode(self, status: int, content_type: str, content: bytes) -> dict[str, Any]:
@@ -179,6 +180,15 @@ class Provider:
         if password:
             text = text.replace(password, "[password]")
         return _TOKENS.sub(lambda m: f"{m.group(1)}[key]" if m.group(1) else "[key]", text)
+
+
+def _response_type() -> Any:
+    """Return the HTTP library's Response class, which asks the client for the raw reply."""
+    try:
+        import httpx2 as http  # what openai 3.x is built on
+    except ImportError:  # pragma: no cover - openai 1.x and 2.x use httpx
+        import httpx as http  # type: ignore[no-redef, import-not-found]
+    return http.Response
 
 
 def _format_may_be_at_fault(status: int) -> bool:

@@ -309,8 +309,11 @@ async def _run_concurrently(
     try:
         for item in items:
             result = triage(plan, item)
-            window.append(asyncio.ensure_future(reflect(result))
-                          if isinstance(result, Assessment) else result)
+            if isinstance(result, Assessment):
+                window.append(asyncio.ensure_future(reflect(result)))
+                await asyncio.sleep(0)  # let the call start while the next draft is triaged
+            else:
+                window.append(result)
             await flush(wait=len(window) >= most_pending)
         while window:
             await flush(wait=True)

@@ -60,6 +60,11 @@ def test_rules_that_is_a_directory(run: Run, draft: str) -> None:
                  re.compile(r"packs: cannot read rule pack: .+"))
 
 
+def test_apply_with_a_directory(run: Run, write: Write) -> None:
+    write("drafts/a.txt", "x")
+    assert_error(run("review", "drafts", "--apply"), "--apply takes exactly one draft")
+
+
 def test_draft_not_utf8(run: Run, write: Write) -> None:
     write("latin1.txt", "caf\xe9\n".encode("latin-1"))
     assert_error(review(run, "latin1.txt"),
@@ -214,6 +219,30 @@ def test_deeply_nested_json(run: Run, write: Write, draft: str) -> None:
     result = activation(run, write, draft, "[" * 100_000 + "]" * 100_000)
     assert_error(result, re.compile(r"log\.json: (JSON nested too deeply|\$: expected an "
                                     r"object, got an array)"))
+
+
+def test_jsonl_bad_lines_name_file_line_and_column(run: Run, write: Write) -> None:
+    write("in.jsonl", '{"id": "ok", "draft": "x"}\n{"draft": 3}\n{"draft": [}\n'
+                      '{"draft": "y", "activation": {"activated_nodes": [{"score": NaN}]}}\n')
+    result = run("review", "--jsonl", "in.jsonl", "-f", "jsonl")
+    assert "Traceback" not in result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["source"], r["verdict"]) for r in records] == [
+        ("ok", "flagged"), ("in.jsonl:2", "error"), ("in.jsonl:3", "error"),
+        ("in.jsonl:4", "error")]
+    assert [r["error"] for r in records[1:]] == [
+        "in.jsonl:2: $.draft: expected a string, got a number",
+        "in.jsonl:3:12: not valid JSON: Expecting value",
+        "in.jsonl:4: $.activation.activated_nodes[0].score: expected a finite number, got NaN "
+        "(JSON has no NaN or Infinity)",
+    ]
+
+
+@pytest.mark.xfail(strict=True, reason="reported: session.py counts '-' and --jsonl - as "
+                                       "stdin readers, not --activation -")
+def test_stdin_for_both_draft_and_activation(run: Run) -> None:
+    result = run("review", "-", "-a", "-", "-f", "json", input='{"activated_nodes": []}')
+    assert_error(result, "stdin ('-') can be read only once")
 
 
 # -- rule packs --------------------------------------------------------------------------------

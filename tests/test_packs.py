@@ -95,6 +95,7 @@ CARD_DISCOVER = "6011111111111117"
 IBAN_DE = "DE89 3704 0044 0532 0130 00"  # the standard example IBANs
 IBAN_GB = "GB33BUKB20201555555555"
 IBAN_NO = "NO9386011117947"
+IBAN_MT = "MT84 MALT 0110 0001 2345 MTLC AST0 01S"  # letters in the bank and account parts
 
 SHA1 = "3f786850e387550fdab836ed7e6dc881de23001b"
 SHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -150,8 +151,8 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
         (f'"AccessKeyId": "{AWS_ID}"', AWS_ID),
     ],
     "aws-secret-access-key": [
-        (f"aws_secret_access_key = {AWS_SECRET}\n", f"aws_secret_access_key = {AWS_SECRET}"),
-        (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}"),
+        (f"aws_secret_access_key = {AWS_SECRET}\n", f"secret_access_key = {AWS_SECRET}"),
+        (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", f"SECRET_ACCESS_KEY={AWS_SECRET}"),
         (f'{{"SecretAccessKey": "{AWS_SECRET}"}}', f'SecretAccessKey": "{AWS_SECRET}'),
     ],
     "github-token": [
@@ -230,6 +231,7 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
         ("Write to ann.lee+news@mail.example.co.uk now.", "ann.lee+news@mail.example.co.uk"),
         ("<bob@example.org>", "bob@example.org"),
         ("gitlab@company.io handles it", "gitlab@company.io"),
+        ("wang.li@163.com", "wang.li@163.com"),
     ],
     "phone-number": [
         ("Call +14155552671 now", "+14155552671"),
@@ -248,6 +250,7 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
         (f"Pay to {IBAN_DE}.", IBAN_DE),
         (f"IBAN: {IBAN_GB}", IBAN_GB),
         (f"{IBAN_NO} (Norway)", IBAN_NO),
+        (f"Malta: {IBAN_MT}.", IBAN_MT),
     ],
     "credit-card": [
         (f"Card {CARD_VISA}, exp 12/27", CARD_VISA),
@@ -398,6 +401,7 @@ NEGATIVES: dict[str, list[str]] = {
         "npm install @scope/pkg@1.2.3",
         "support @ example.com",
         "name at example dot com",
+        "background: url(logo@2x.png); srcset: icon@1.5x.webp",
     ],
     "phone-number": [
         "version 1.2.3 and 10.20.3000",
@@ -419,6 +423,7 @@ NEGATIVES: dict[str, list[str]] = {
         "XX89 3704 0044 0532 0130 00",  # not an IBAN country
         "de89 3704 0044 0532 0130 00",
         "ISO 8601 and RFC 3339",
+        "SE12 THIS WILL FAIL",  # the second group has no digit
         SHA1.upper(),
         UUID.upper(),
     ],

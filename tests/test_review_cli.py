@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +340,27 @@ def test_explain_json_cold_start(run: Run) -> None:
     }
 
 
+@pytest.mark.xfail(strict=True, reason="reported: explain --format json dumps inf/nan as "
+                                       "Infinity/NaN, which is not JSON")
+def test_explain_json_is_strict_json_when_sums_overflow(run: Run, write: Write) -> None:
+    write("huge.json", json.dumps({
+        "activated_nodes": [{"score": 1e308}, {"score": 1e308}],
+        "traversed_edges": [{"weight": -1e308}, {"weight": -1e308}],
+    }))
+    result = run("explain", "-a", "huge.json", "--format", "json")
+    assert "Traceback" not in result.output
+    if result.exit_code == 2:  # rejecting such a log is fine too
+        assert result.stdout == ""
+        assert result.stderr.startswith("critic: error: huge.json: ")
+        return
+    assert result.exit_code == 0
+
+    def reject(name: str) -> None:
+        raise AssertionError(f"{name} in JSON output")
+
+    json.loads(result.stdout, parse_constant=reject)
+
+
 # -- rules check -------------------------------------------------------------------------------
 
 
@@ -515,6 +538,22 @@ def test_gate_only_never_calls_a_model(run: Run, write: Write) -> None:
     assert record["reflection"]["ran"] is False
     record = review_json(run, "draft.txt", "--model", "m", "--no-reflect")
     assert (record["verdict"], record["reflection"]["ran"]) == ("flagged", False)
+
+
+@pytest.mark.xfail(strict=True, reason="reported: cli.py's catch-all turns BrokenPipeError "
+                                       "into an internal error (exit 70)")
+def test_a_closed_pipe_is_not_an_error(write: Write) -> None:
+    for i in range(800):
+        write(f"many/d{i:04}.txt", f"draft {i}\n")
+    command = [sys.executable, "-m", "critic_cli", "review", "many", "-f", "jsonl"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()  # the reader goes away, as `| head -1` does
+        stderr = process.stderr.read().decode()
+        code = process.wait(timeout=60)
+    assert json.loads(first)["source"] == os.path.join("many", "d0000.txt")
+    assert (code, stderr) == (0, "")
 
 
 # -- version, help and the README --------------------------------------------------------------
