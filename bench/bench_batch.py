@@ -74,11 +74,13 @@ def judge(count: int, jobs: int = 16, latency: float = 0.1) -> bool:
     (they are printed separately, from a whole `critic review` process).
     """
     import asyncio  # noqa: F401
+
     import openai  # noqa: F401
 
     from critic_cli.config import Settings
     from critic_cli.inputs import Draft
-    from critic_cli.review import plan, run as review_run
+    from critic_cli.review import plan
+    from critic_cli.review import run as review_run
 
     server = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "loopback_judge.py"),
                                "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
