@@ -1,5 +1,6 @@
 """The ``critic`` command line: parse options, call one core function, render the result."""
 
+import contextlib
 import json
 import os
 import sys
@@ -22,6 +23,12 @@ class _CriticGroup(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
             raise
+        except BrokenPipeError:
+            # The reader went away (`critic review ... | head -1`): stop quietly, and point
+            # stdout at /dev/null so the interpreter's final flush does not fail again.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except CriticError as exc:
             if os.environ.get("CRITIC_RAISE_ERRORS") == "1":
                 raise
@@ -205,7 +212,8 @@ def rules_check(
             continue
         for rule in pack.rules:
             if rule.id in ids:
-                _error(f"{path}: rules: duplicate rule id {rule.id!r} (also in {ids[rule.id]})")
+                where = f"{path}:{rule.line}" if rule.line else path
+                _error(f"{where}: rules: duplicate rule id {rule.id!r} (also in {ids[rule.id]})")
                 failed = True
             ids.setdefault(rule.id, path)
         sys.stdout.write(f"ok {path}: {len(pack.preferences)} preferences, {len(pack.rules)} "
@@ -235,8 +243,4 @@ def init(
 
 def main() -> None:
     """Run the critic command line."""
-    try:
-        app()
-    except BrokenPipeError:  # a reader such as `head` went away; not an error
-        sys.stderr.close()
-        sys.exit(0)
+    app()

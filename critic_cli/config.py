@@ -173,17 +173,19 @@ def resolve(
     for key in ("sensitive_tags", "rules", "glob"):
         if key in values:
             values[key] = tuple(values[key])
-    values["api_key"] = _api_key(values.get("api_key_env"), env)
+    needs_key = bool(values.get("model")) and values.get("reflect", True)
+    values["api_key"] = _api_key(values.get("api_key_env"), env, required=needs_key)
     values["config_path"] = path
     values["cache_dir"] = values.get("cache_dir") or default_cache_dir()
     return Settings(**values)
 
 
-def _api_key(name: str | None, env: Mapping[str, str]) -> str | None:
+def _api_key(name: str | None, env: Mapping[str, str], *, required: bool) -> str | None:
+    """Return the API key from the named variable (an error if unset and a call may be made)."""
     if name:
-        if not env.get(name):
-            raise UsageError(f"--api-key-env: the variable {name} is not set")
-        return env[name]
+        if not env.get(name) and required:
+            raise UsageError(f"api_key_env: the variable {name} is not set")
+        return env.get(name) or None
     for var in DEFAULT_KEY_VARS:
         if env.get(var):
             return env[var]

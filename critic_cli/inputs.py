@@ -81,15 +81,24 @@ def _fail(source: str, where: str, reason: str) -> InputError:
     return InputError(f"{source}: {where}: {reason}")
 
 
-def _finite(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
-
-
 def _json_kind(value: Any) -> str:
     names = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
              list: "an array", dict: "an object", type(None): "null"}
     return names.get(type(value), type(value).__name__)
+
+
+def _bad_number(value: Any) -> bool:
+    """Return True unless ``value`` is null or a finite JSON number (booleans are not)."""
+    if value is None:
+        return False
+    kind = type(value)
+    if kind is float:
+        return not math.isfinite(value)
+    if kind is int:
+        return not -1e300 < value < 1e300
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
+    return not math.isfinite(value)
 
 
 def validate_log(log: Any, source: str, root: str = "$") -> dict[str, Any]:
@@ -100,38 +109,49 @@ def validate_log(log: Any, source: str, root: str = "$") -> dict[str, Any]:
         value = log.get(key)
         if value is not None and not isinstance(value, list):
             raise _fail(source, f"{root}.{key}", f"expected an array, got {_json_kind(value)}")
-    for i, node in enumerate(log.get("activated_nodes") or []):
-        where = f"{root}.activated_nodes[{i}]"
+    total = 0.0
+    for i, node in enumerate(log.get("activated_nodes") or ()):
         if not isinstance(node, dict):
-            raise _fail(source, where, f"expected an object, got {_json_kind(node)}")
+            raise _fail(source, f"{root}.activated_nodes[{i}]",
+                        f"expected an object, got {_json_kind(node)}")
         score = node.get("score")
-        if score is not None and not _finite(score):
-            raise _fail(source, f"{where}.score",
+        if _bad_number(score):
+            raise _fail(source, f"{root}.activated_nodes[{i}].score",
                         f"expected a finite number, got {_json_kind(score)} {score!r}")
+        total += score or 0.0
         properties = node.get("properties")
         if properties is not None and not isinstance(properties, dict):
-            raise _fail(source, f"{where}.properties",
+            raise _fail(source, f"{root}.activated_nodes[{i}].properties",
                         f"expected an object, got {_json_kind(properties)}")
-        for key, tags in (("tags", node.get("tags")),
-                          ("properties.tags", (properties or {}).get("tags"))):
-            if tags is None:
-                continue
-            if not isinstance(tags, list):
-                raise _fail(source, f"{where}.{key}",
-                            f"expected an array of strings, got {_json_kind(tags)}")
-            for j, tag in enumerate(tags):
-                if not isinstance(tag, str):
-                    raise _fail(source, f"{where}.{key}[{j}]",
-                                f"expected a string, got {_json_kind(tag)}")
-    for i, edge in enumerate(log.get("traversed_edges") or []):
-        where = f"{root}.traversed_edges[{i}]"
+        _check_tags(node.get("tags"), source, f"{root}.activated_nodes[{i}].tags")
+        if properties:
+            _check_tags(properties.get("tags"), source,
+                        f"{root}.activated_nodes[{i}].properties.tags")
+    if not math.isfinite(total):
+        raise _fail(source, f"{root}.activated_nodes", "scores too large to average")
+    total = 0.0
+    for i, edge in enumerate(log.get("traversed_edges") or ()):
         if not isinstance(edge, dict):
-            raise _fail(source, where, f"expected an object, got {_json_kind(edge)}")
+            raise _fail(source, f"{root}.traversed_edges[{i}]",
+                        f"expected an object, got {_json_kind(edge)}")
         weight = edge.get("weight")
-        if weight is not None and not _finite(weight):
-            raise _fail(source, f"{where}.weight",
+        if _bad_number(weight):
+            raise _fail(source, f"{root}.traversed_edges[{i}].weight",
                         f"expected a finite number, got {_json_kind(weight)} {weight!r}")
+        total += weight or 0.0
+    if not math.isfinite(total):
+        raise _fail(source, f"{root}.traversed_edges", "weights too large to average")
     return log
+
+
+def _check_tags(tags: Any, source: str, where: str) -> None:
+    if tags is None:
+        return
+    if not isinstance(tags, list):
+        raise _fail(source, where, f"expected an array of strings, got {_json_kind(tags)}")
+    for j, tag in enumerate(tags):
+        if not isinstance(tag, str):
+            raise _fail(source, f"{where}[{j}]", f"expected a string, got {_json_kind(tag)}")
 
 
 def activation_from_document(document: Any, source: str, root: str = "$") -> dict[str, Any]:

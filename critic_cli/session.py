@@ -45,7 +45,9 @@ def _items(the_plan: Plan, request: Request) -> tuple[Iterator[inputs.Item], boo
             raise UsageError("no drafts given: name files or directories, '-' for stdin, "
                              "or --jsonl FILE")
         paths = [inputs.STDIN]
-    if paths.count(inputs.STDIN) + (request.jsonl == inputs.STDIN) > 1:
+    readers = paths.count(inputs.STDIN) + (request.jsonl == inputs.STDIN) + (
+        request.activation == inputs.STDIN)
+    if readers > 1:
         raise UsageError("stdin ('-') can be read only once")
     inputs.check_paths(paths)
     if request.jsonl is not None and request.jsonl != inputs.STDIN:
@@ -161,7 +163,7 @@ def explain(flags: Mapping[str, Any], activation: str | None, output_format: str
     result = breakdown(log, tags, settings.threshold)
     if output_format == "json":
         data = {key: value for key, value in result.items() if key != "steps"}
-        return json.dumps(data, indent=2) + "\n"
+        return json.dumps(data, indent=2, allow_nan=False) + "\n"
     if output_format != "text":
         raise UsageError(f"--format must be text or json, got {output_format!r}")
     from critic_cli.report.text import render_explain
