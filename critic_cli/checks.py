@@ -1,6 +1,5 @@
 """Deterministic checks: run every rule's pattern over a draft, locate hits, redact."""
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -27,7 +26,7 @@ class Hit(NamedTuple):
 
 def luhn_ok(text: str) -> bool:
     """Return True when the digits in ``text`` pass the Luhn checksum."""
-    digits = [int(c) for c in text if c.isdigit()]
+    digits = [int(c) for c in text if c in "0123456789"]
     if len(digits) < 2:
         return False
     total = 0
@@ -40,26 +39,23 @@ def luhn_ok(text: str) -> bool:
     return total % 10 == 0
 
 
-class _Locator:
-    """Turn character offsets into 1-based line and column."""
-
-    def __init__(self, text: str) -> None:
-        self.starts = [0]
-        find = text.find
-        index = find("\n")
-        while index != -1:
-            self.starts.append(index + 1)
-            index = find("\n", index + 1)
-
-    def at(self, offset: int) -> tuple[int, int]:
-        line = bisect_right(self.starts, offset)
-        return line, offset - self.starts[line - 1] + 1
+def _locate(text: str, offsets: list[int]) -> dict[int, tuple[int, int]]:
+    """Return 1-based (line, column) for each offset, counting newlines between them in C."""
+    found: dict[int, tuple[int, int]] = {}
+    line, line_start, previous = 1, 0, 0
+    for offset in sorted(set(offsets)):
+        newlines = text.count("\n", previous, offset)
+        if newlines:
+            line += newlines
+            line_start = text.rfind("\n", previous, offset) + 1
+        found[offset] = (line, offset - line_start + 1)
+        previous = offset
+    return found
 
 
 def run_checks(text: str, rules: Sequence[Rule]) -> list[Hit]:
     """Return every hit of every rule's check in ``text``, in order of position."""
-    hits: list[Hit] = []
-    locator: _Locator | None = None
+    spans: list[tuple[int, int, Rule]] = []
     for rule in rules:
         check = rule.check
         if check is None:
@@ -70,9 +66,12 @@ def run_checks(text: str, rules: Sequence[Rule]) -> list[Hit]:
                 continue
             if check.validate == "luhn" and not luhn_ok(match.group(0)):
                 continue
-            locator = locator or _Locator(text)
-            line, column = locator.at(start)
-            hits.append(Hit(rule.id, check.action, line, column, start, end, check.message))
+            spans.append((start, end, rule))
+    if not spans:
+        return []
+    where = _locate(text, [start for start, _, _ in spans])
+    hits = [Hit(rule.id, rule.check.action, *where[start], start, end, rule.check.message)
+            for start, end, rule in spans if rule.check is not None]
     hits.sort(key=lambda hit: (hit.start, -SEVERITY[hit.action], hit.rule))
     return hits
 
@@ -83,8 +82,13 @@ def redact(text: str, hits: Sequence[Hit], rules: Sequence[Rule]) -> str:
     pieces: list[str] = []
     cursor = 0
     for hit in hits:
-        if hit.action != "revise" or hit.start < cursor:
-            continue  # overlapping matches: the earlier one wins
+        if hit.action != "revise":
+            continue
+        if hit.start < cursor:
+            # Overlapping matches: the earlier replacement stands for both, and the later
+            # match's tail is dropped too, so no part of either stays in clear text.
+            cursor = max(cursor, hit.end)
+            continue
         pieces.append(text[cursor:hit.start])
         pieces.append(replacements[hit.rule])
         cursor = hit.end

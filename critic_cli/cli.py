@@ -194,6 +194,83 @@ def explain(
     sys.stdout.write(session.explain(flags, activation, output_format, config, not no_config))
 
 
+@app.command("eval")
+def eval_(
+    cases: Annotated[str, typer.Argument(help="Cases file (YAML): labeled drafts.",
+                                         show_default=False)],
+    rules: Annotated[list[str] | None, typer.Option(
+        "--rules", "-r", help="Rule pack (YAML); repeatable. Replaces the packs in settings.")
+    ] = None,
+    threshold: Annotated[float | None, typer.Option(
+        help="Gate threshold in [0, 1]; fires below it. [default: 0.6]")] = None,
+    sensitive_tag: Annotated[list[str] | None, typer.Option(
+        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for reflection.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible API base URL.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        help="Variable holding the API key. [default: CRITIC_API_KEY, OPENAI_API_KEY]")] = None,
+    reflect: Annotated[bool | None, typer.Option(
+        "--reflect/--no-reflect", help="Ask the model when the gate fires.",
+        show_default=False)] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds per attempt. [default: 60]")] = None,
+    max_retries: Annotated[int | None, typer.Option(
+        help="Retries on 429, 5xx and timeouts. [default: 2]")] = None,
+    response_format: Annotated[str | None, typer.Option(
+        help="auto|json_schema|json_object|none. [default: auto]")] = None,
+    prompt_template: Annotated[str | None, typer.Option(
+        help="System prompt template with $placeholders.")] = None,
+    top_k: Annotated[int | None, typer.Option(
+        help="Procedural rules sent with the call. [default: 5]")] = None,
+    temperature: Annotated[float | None, typer.Option(help="[default: 0]")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", help="Concurrent model calls. [default: 8]")] = None,
+    cache_dir: Annotated[str | None, typer.Option(help="Reply cache directory.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the "
+                                           "cache.")] = False,
+    offline: Annotated[bool, typer.Option(
+        "--offline", help="Use cached replies only; a miss is an error.")] = False,
+    max_bytes: Annotated[int | None, typer.Option(
+        help="Largest draft accepted, in bytes. [default: 1048576]")] = None,
+    min_accuracy: Annotated[float | None, typer.Option(
+        help="Exit 1 when accuracy is below this, in [0, 1].")] = None,
+    max_false_approvals: Annotated[int | None, typer.Option(
+        help="Exit 1 when more cases expecting revise or refuse are approved.")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        help="An earlier --format json report: show what got better and worse.")] = None,
+    output_format: Annotated[str | None, typer.Option(
+        "--format", "-f", help="text|json|junit|markdown. [default: text on a terminal, "
+        "else json]")] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="Write the report to FILE (atomically).")] = None,
+    config: Annotated[str | None, typer.Option(
+        help="Config file. [default: the nearest .critic.yaml]")] = None,
+    no_config: Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Diagnostics on stderr.")
+    ] = False,
+) -> None:
+    """Score critic on labeled drafts: accuracy, confusion matrix, misses; gates for CI."""
+    from critic_cli import evaluate
+
+    flags = dict(
+        model=model, base_url=base_url, api_key_env=api_key_env, threshold=threshold,
+        sensitive_tags=sensitive_tag, rules=rules, top_k=top_k, jobs=jobs, timeout=timeout,
+        max_retries=max_retries, response_format=response_format,
+        prompt_template=prompt_template, temperature=temperature, reflect=reflect,
+        max_bytes=max_bytes, cache_dir=cache_dir, cache=False if no_cache else None,
+        offline=True if offline else None,
+    )
+    request = evaluate.Request(
+        cases=cases, output_format=output_format, output=output, min_accuracy=min_accuracy,
+        max_false_approvals=max_false_approvals, baseline=baseline, quiet=quiet,
+        verbose=verbose, config=config, use_config=not no_config,
+    )
+    raise typer.Exit(evaluate.main(flags, request))
+
+
 @rules_app.command("check")
 def rules_check(
     files: Annotated[list[str], typer.Argument(help="Rule pack files.", show_default=False)],
@@ -239,6 +316,202 @@ def init(
 
     for path in starter.write(directory, force=force):
         sys.stdout.write(f"wrote {path}\n")
+
+
+# -- batch inference engines ----------------------------------------------------------------
+
+batch_app = typer.Typer(
+    help="Review millions of drafts on a batch inference engine: prepare, submit, status, "
+    "fetch, collect.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(batch_app, name="batch")
+
+_BaseURL = Annotated[str | None, typer.Option(help="OpenAI-compatible API base URL.")]
+_KeyEnv = Annotated[str | None, typer.Option(
+    help="Variable holding the API key. [default: CRITIC_API_KEY, OPENAI_API_KEY]")]
+_Timeout = Annotated[float | None, typer.Option(help="Seconds per attempt. [default: 60]")]
+_Retries = Annotated[int | None, typer.Option(help="Retries on 429, 5xx and timeouts. "
+                                              "[default: 2]")]
+_Config = Annotated[str | None, typer.Option(
+    help="Config file. [default: the nearest .critic.yaml]")]
+_NoConfig = Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")]
+
+
+@batch_app.command("prepare")
+def batch_prepare(
+    paths: Annotated[list[str] | None, typer.Argument(
+        help="Draft files or directories; '-' reads stdin.", show_default=False)] = None,
+    jsonl: Annotated[str | None, typer.Option(
+        help='Read drafts from JSON Lines {"id", "draft", "activation"?}; - for stdin.')
+    ] = None,
+    output: Annotated[str, typer.Option(
+        "--output", "-o", help="First request file; more are NAME.001.jsonl, ...")
+    ] = "requests.jsonl",
+    state: Annotated[str | None, typer.Option(
+        help="State file for collect. [default: OUTPUT.state.jsonl]")] = None,
+    max_lines: Annotated[int, typer.Option(help="Requests per file at most.")] = 50_000,
+    max_bytes: Annotated[int, typer.Option(help="Bytes per request file at most.")
+    ] = 200_000_000,
+    activation: Annotated[str | None, typer.Option(
+        "--activation", "-a", help="Activation log (JSON) for the drafts named as paths.")
+    ] = None,
+    rules: Annotated[list[str] | None, typer.Option(
+        "--rules", "-r", help="Rule pack (YAML); repeatable.")] = None,
+    threshold: Annotated[float | None, typer.Option(
+        help="Gate threshold in [0, 1]; fires below it. [default: 0.6]")] = None,
+    sensitive_tag: Annotated[list[str] | None, typer.Option(
+        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model for reflection.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="Base URL the replies are cached under (as critic review would).")] = None,
+    response_format: Annotated[str | None, typer.Option(
+        help="auto|json_schema|json_object|none; the first one auto tries is sent. "
+        "[default: auto]")] = None,
+    prompt_template: Annotated[str | None, typer.Option(
+        help="System prompt template with $placeholders.")] = None,
+    top_k: Annotated[int | None, typer.Option(
+        help="Procedural rules sent with the call. [default: 5]")] = None,
+    temperature: Annotated[float | None, typer.Option(help="[default: 0]")] = None,
+    fail_on: Annotated[str | None, typer.Option(
+        help="Kept for collect: approve|flagged|revise|refuse|never. [default: revise]")
+    ] = None,
+    glob: Annotated[list[str] | None, typer.Option(
+        help="File pattern inside directories; repeatable. [default: *.txt, *.md]")] = None,
+    cache_dir: Annotated[str | None, typer.Option(help="Reply cache directory.")] = None,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Send every draft; collect fills no cache.")] = False,
+    max_draft_bytes: Annotated[int | None, typer.Option(
+        help="Largest draft accepted, in bytes. [default: 1048576]")] = None,
+    config: _Config = None,
+    no_config: _NoConfig = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")
+    ] = False,
+) -> None:
+    """Decide drafts locally; write Batch API request lines for the rest, and a state file."""
+    from critic_cli import batch
+
+    flags = dict(
+        model=model, base_url=base_url, threshold=threshold, sensitive_tags=sensitive_tag,
+        rules=rules, fail_on=fail_on, top_k=top_k, response_format=response_format,
+        prompt_template=prompt_template, temperature=temperature, max_bytes=max_draft_bytes,
+        glob=glob, cache_dir=cache_dir, cache=False if no_cache else None,
+    )
+    request = batch.PrepareRequest(
+        paths=paths or [], activation=activation, jsonl=jsonl, output=output, state=state,
+        max_lines=max_lines, max_bytes=max_bytes, config=config, use_config=not no_config)
+    done = batch.prepare(flags, request)
+    sys.stdout.write("".join(f"{path}\n" for path in done.files))
+    for path in done.stale:
+        _note(f"warning: {path} is left from an earlier prepare; it is not part of "
+                    "this batch")
+    if not quiet:
+        files = f"{len(done.files)} file{'s' if len(done.files) != 1 else ''}"
+        _note(f"{done.inputs} drafts: {done.decided} decided locally ({done.cached} from "
+                    f"the cache), {done.pending} requests in {files}; state in {done.state}")
+
+
+def _note(message: str) -> None:
+    sys.stderr.write(f"critic: {message}\n")
+
+
+@batch_app.command("collect")
+def batch_collect(
+    state: Annotated[str, typer.Option(help="The state file prepare wrote.",
+                                       show_default=False)],
+    results: Annotated[list[str] | None, typer.Argument(
+        help="The engine's output and error files (JSONL).", show_default=False)] = None,
+    output_format: Annotated[str | None, typer.Option(
+        "--format", "-f", help=f"{FORMAT_NAMES}. [default: text on a terminal, else jsonl]")
+    ] = None,
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", help="Write the report to FILE (atomically).")] = None,
+    fail_on: Annotated[str | None, typer.Option(
+        help="Exit 1 at this verdict or above. [default: as prepared]")] = None,
+    cache_dir: Annotated[str | None, typer.Option(
+        help="Cache the valid replies here. [default: as prepared]")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Cache nothing.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Diagnostics on stderr.")
+    ] = False,
+) -> None:
+    """Merge the engine's results with the state: every record, in input order."""
+    from critic_cli import batch
+
+    request = batch.CollectRequest(
+        results=results or [], state=state, output_format=output_format, output=output,
+        fail_on=fail_on, cache_dir=cache_dir, use_cache=not no_cache, quiet=quiet,
+        verbose=verbose)
+    raise typer.Exit(batch.collect(request))
+
+
+@batch_app.command("submit")
+def batch_submit(
+    files: Annotated[list[str], typer.Argument(help="Request files from prepare.",
+                                               show_default=False)],
+    base_url: _BaseURL = None,
+    api_key_env: _KeyEnv = None,
+    timeout: _Timeout = None,
+    max_retries: _Retries = None,
+    config: _Config = None,
+    no_config: _NoConfig = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the batch ids.")
+    ] = False,
+) -> None:
+    """Upload request files and start one batch each; print the batch ids."""
+    from critic_cli import batch
+
+    flags = dict(base_url=base_url, api_key_env=api_key_env, timeout=timeout,
+                 max_retries=max_retries)
+    ids = batch.submit(flags, files, config=config, use_config=not no_config, quiet=quiet)
+    sys.stdout.write("".join(f"{batch_id}\n" for batch_id in ids))
+
+
+@batch_app.command("status")
+def batch_status(
+    batch_ids: Annotated[list[str], typer.Argument(help="Batch ids.", show_default=False)],
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Poll until every batch is done; progress on stderr.")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per batch.")
+    ] = False,
+    base_url: _BaseURL = None,
+    api_key_env: _KeyEnv = None,
+    timeout: _Timeout = None,
+    max_retries: _Retries = None,
+    config: _Config = None,
+    no_config: _NoConfig = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress.")] = False,
+) -> None:
+    """Show batches' status; exit 3 when one failed, expired or was cancelled."""
+    from critic_cli import batch
+
+    flags = dict(base_url=base_url, api_key_env=api_key_env, timeout=timeout,
+                 max_retries=max_retries)
+    text, code = batch.status(flags, batch_ids, wait=wait, interval=interval, as_json=as_json,
+                              config=config, use_config=not no_config, quiet=quiet)
+    sys.stdout.write(text)
+    raise typer.Exit(code)
+
+
+@batch_app.command("fetch")
+def batch_fetch(
+    batch_ids: Annotated[list[str], typer.Argument(help="Batch ids.", show_default=False)],
+    output: Annotated[str, typer.Option(
+        "--output", "-o", help="Directory for ID.output.jsonl and ID.errors.jsonl.")] = ".",
+    base_url: _BaseURL = None,
+    api_key_env: _KeyEnv = None,
+    timeout: _Timeout = None,
+    max_retries: _Retries = None,
+    config: _Config = None,
+    no_config: _NoConfig = False,
+) -> None:
+    """Download batches' output and error files; print their paths."""
+    from critic_cli import batch
+
+    flags = dict(base_url=base_url, api_key_env=api_key_env, timeout=timeout,
+                 max_retries=max_retries)
+    paths = batch.fetch(flags, batch_ids, output, config=config, use_config=not no_config)
+    sys.stdout.write("".join(f"{path}\n" for path in paths))
 
 
 def main() -> None:

@@ -32,6 +32,8 @@ from critic_cli.validate import Path, Validator, dotted, kind
 __all__ = [
     "EXPECTED_VERDICTS",
     "FALSE_APPROVAL_EXPECTED",
+    "REPORT_KIND",
+    "REPORT_VERSION",
     "Baseline",
     "Case",
     "CaseResult",
@@ -50,7 +52,9 @@ __all__ = [
     "main",
     "read_baseline",
     "resolve_settings",
+    "check_expectations",
     "score",
+    "thresholds",
 ]
 
 EXPECTED_VERDICTS: tuple[str, ...] = ("approve", "flagged", "revise", "refuse")
@@ -71,7 +75,7 @@ class Case(NamedTuple):
 
     id: str
     expect: str
-    index: int
+    position: int
     draft: str | None = None
     draft_file: str | None = None
     activation: dict[str, Any] = {}  # read-only
@@ -202,7 +206,7 @@ def _case(v: Validator, raw: Any, index: int, base: str) -> Case:
     return Case(
         id=ident,
         expect=expect,
-        index=index,
+        position=index,
         draft=draft,
         draft_file=draft_file,
         activation=activation,
@@ -246,11 +250,11 @@ def check_expectations(suite: Suite, ruleset: Ruleset) -> None:
     for case in suite.cases:
         for i, statement in enumerate(case.expect_preferences or ()):
             if _fold(statement) not in statements:
-                raise v.fail(("cases", case.index, "expect_preferences", i),
+                raise v.fail(("cases", case.position, "expect_preferences", i),
                              "not a preference statement of the loaded rule packs")
         for i, rule_id in enumerate(case.expect_checks or ()):
             if rule_id not in check_ids:
-                raise v.fail(("cases", case.index, "expect_checks", i),
+                raise v.fail(("cases", case.position, "expect_checks", i),
                              f"no loaded rule with a check has the id {rule_id!r}")
 
 
@@ -260,13 +264,13 @@ def load_drafts(suite: Suite, max_bytes: int = inputs.DEFAULT_MAX_BYTES) -> list
     drafts = []
     for case in suite.cases:
         if case.draft_file is not None:
-            where: Path = ("cases", case.index, "draft_file")
+            where: Path = ("cases", case.position, "draft_file")
             try:
                 text = inputs.read_draft(case.draft_file, max_bytes=max_bytes)
             except InputError as exc:
                 raise v.fail(where, exc.message) from None
         else:
-            where = ("cases", case.index, "draft")
+            where = ("cases", case.position, "draft")
             try:
                 encoded = (case.draft or "").encode("utf-8")
                 text = inputs.decode_draft(encoded, case.id, max_bytes)

@@ -6,6 +6,7 @@ Every problem names its source and, for JSON, the path inside it (``$.activated_
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any, NamedTuple
@@ -195,11 +196,20 @@ def _find_constant(document: Any) -> tuple[str, str] | None:
     return None
 
 
+_DECODER = json.JSONDecoder()
+_MAY_HOLD_CONSTANT = re.compile("NaN|Infinity")
+
+
 def parse_json(text: str | bytes, source: str, *, one_line: bool = False) -> Any:
     """Parse JSON text; a syntax error names the line and column, a NaN its JSON path.
 
     With ``one_line`` (a JSONL line, ``source`` already ``file:line``) only the column is added.
     """
+    if not _MAY_HOLD_CONSTANT.search(text if isinstance(text, str) else text.decode("latin-1")):
+        try:  # the common case: no NaN or Infinity literal, one shared decoder
+            return _DECODER.decode(text if isinstance(text, str) else text.decode("utf-8"))
+        except (ValueError, RecursionError):
+            pass  # fall through for the located message
     constants: list[_Constant] = []
 
     def constant(name: str) -> _Constant:
@@ -306,7 +316,7 @@ def drafts_from_jsonl(
 
 def _jsonl_draft(raw: bytes, where: str, max_bytes: int) -> Draft:
     try:
-        line = raw.decode("utf-8-sig")
+        line = raw.decode("utf-8-sig" if raw.startswith(b"\xef\xbb\xbf") else "utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: line is not UTF-8 (byte {exc.start})") from None
     document = parse_json(line, where, one_line=True)
@@ -318,12 +328,16 @@ def _jsonl_draft(raw: bytes, where: str, max_bytes: int) -> Draft:
     draft = document.get("draft")
     if not isinstance(draft, str):
         raise InputError(f"{where}: $.draft: expected a string, got {_json_kind(draft)}")
-    try:
-        encoded = draft.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(f"{where}: $.draft: not valid Unicode (lone surrogate at {exc.start})"
-                         ) from None
-    if len(encoded) > max_bytes:
+    # The decoded text is never longer in UTF-8 than its JSON spelling, so most lines need no
+    # encoding to check their size; a \\u escape may hide a lone surrogate, so those do.
+    size = len(raw)
+    if size > max_bytes or b"\\u" in raw:
+        try:
+            size = len(draft.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InputError(f"{where}: $.draft: not valid Unicode (lone surrogate at "
+                             f"{exc.start})") from None
+    if size > max_bytes:
         raise InputError(f"{where}: draft is larger than --max-bytes ({max_bytes} bytes)")
     if "\x00" in draft:
         raise InputError(f"{where}: draft contains a NUL character")

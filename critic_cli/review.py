@@ -16,7 +16,7 @@ from critic_cli.config import Settings
 from critic_cli.errors import CriticError, ReflectionError
 from critic_cli.inputs import BadInput, Draft, Item
 from critic_cli.record import Gate, Record, Reflection, Summary, most_severe
-from critic_cli.rules import Ruleset, load_packs, retrieve
+from critic_cli.rules import Rule, Ruleset, load_packs, retrieve
 
 if TYPE_CHECKING:
     from critic_cli.cache import Cache
@@ -33,6 +33,7 @@ class Plan(NamedTuple):
     template: "PromptTemplate | None" = None
     provider: "ProviderSettings | None" = None
     cache: "Cache | None" = None
+    checks: tuple[Rule, ...] = ()
 
     @property
     def reflects(self) -> bool:
@@ -45,7 +46,7 @@ def plan(settings: Settings) -> Plan:
     ruleset = load_packs(settings.rules)
     tags = ruleset.gate_tags(settings.sensitive_tags)
     if not (settings.reflect and settings.model):
-        return Plan(settings, ruleset, tags)
+        return Plan(settings, ruleset, tags, checks=ruleset.checks)
     from critic_cli.cache import Cache
     from critic_cli.config import default_cache_dir
     from critic_cli.provider import ProviderSettings
@@ -65,7 +66,7 @@ def plan(settings: Settings) -> Plan:
     )
     use_cache = settings.cache or settings.offline
     cache = Cache(settings.cache_dir or default_cache_dir()) if use_cache else None
-    return Plan(settings, ruleset, tags, template, provider, cache)
+    return Plan(settings, ruleset, tags, template, provider, cache, ruleset.checks)
 
 
 class Assessment(NamedTuple):
@@ -92,7 +93,7 @@ def assess(plan: Plan, draft: Draft) -> Assessment:
     settings = plan.settings
     confidence = signals.compute_confidence(draft.activation)
     hit = signals.detect_sensitive_hit(draft.activation, plan.tags)
-    rules = plan.ruleset.checks
+    rules = plan.checks
     hits = checks_module.run_checks(draft.text, rules) if rules else []
     flagged = any(h.action == "flag" for h in hits)
     fired = signals.critic_gate_fires(confidence, hit, settings.threshold) or flagged

@@ -538,8 +538,10 @@ REDACTIONS = [
     ("SECRET_KEY = 'django-insecure-7x!k2p'\nDEBUG = False",
      "secret_key=[REDACTED]\nDEBUG = False"),
     ('access_token: "at.9f8e7d6c5b4a"', "access_token=[REDACTED]"),
+    # The email rule also matches "Tr0ub4dor3@db.internal": overlapping revise matches are
+    # replaced as one span, so neither match's text survives (the host goes with it).
     ("DATABASE_URL=postgres://app:Tr0ub4dor3@db.internal:5432/app",
-     "DATABASE_URL=postgres://[REDACTED]@db.internal:5432/app"),
+     "DATABASE_URL=postgres://[REDACTED]@:5432/app"),
     ("Write to alice.smith@example.com.", "Write to [EMAIL]."),
     ("Call +1 (415) 555-2671 or 020 7946 0958.", "Call [PHONE] or [PHONE]."),
     (f"Pay to {IBAN_DE} by Friday.", "Pay to [IBAN] by Friday."),
@@ -620,3 +622,32 @@ def test_non_linear_patterns_are_rejected_with_their_location(
     message = str(caught.value)
     assert message.startswith(f"{path}:6: rules[0].check.pattern: ")
     assert "RE2" in message
+
+
+def test_overlapping_revise_matches_leave_nothing_in_clear(tmp_path):
+    pack = tmp_path / "overlap.yaml"
+    pack.write_text(
+        "rules:\n"
+        "  - {id: a, content: a, check: {pattern: 'ab', action: revise, replace: '[A]'}}\n"
+        "  - {id: b, content: b, check: {pattern: 'bcdef', action: revise, replace: '[B]'}}\n",
+        encoding="utf-8")
+    rules = load_pack(str(pack)).rules
+    text = "xabcdefy"
+    assert redact(text, run_checks(text, rules), rules) == "x[A]y"
+
+
+def test_luhn_ignores_non_ascii_digits():
+    from critic_cli.checks import luhn_ok
+
+    assert luhn_ok("4111 1111 1111 1111")
+    assert not luhn_ok("²²²²")
+
+
+def test_locations_on_a_draft_of_many_lines(tmp_path):
+    pack = tmp_path / "p.yaml"
+    pack.write_text("rules:\n  - {id: x, content: x, check: {pattern: 'NEEDLE', action: flag}}\n",
+                    encoding="utf-8")
+    rules = load_pack(str(pack)).rules
+    text = "\n" * 200_000 + "ab NEEDLE\n" + "c" * 10 + "NEEDLE"
+    hits = run_checks(text, rules)
+    assert [(h.line, h.column) for h in hits] == [(200_001, 4), (200_002, 11)]
