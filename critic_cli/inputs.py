@@ -271,19 +271,42 @@ def check_paths(paths: Iterable[str]) -> None:
             raise InputError(f"{path}: no such file or directory")
 
 
+SIDECAR_SUFFIX = ".activation.json"
+
+
+def sidecar(path: str) -> str | None:
+    """Return ``notes.activation.json`` when it stands beside the draft ``notes.txt``."""
+    if path == STDIN:
+        return None
+    candidate = os.path.splitext(path)[0] + SIDECAR_SUFFIX
+    return candidate if os.path.isfile(candidate) else None
+
+
+def activation_for(path: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return the activation for a draft: the one given, else its sidecar file, else none."""
+    if given is not None:
+        return dict(given)
+    beside = sidecar(path)
+    return read_activation(beside) if beside else {}
+
+
 def drafts_from_paths(
     paths: Iterable[str], activation: Mapping[str, Any] | None, *, max_bytes: int,
     stdin: IO[bytes] | None = None,
 ) -> Iterator[Item]:
-    """Yield a Draft for each readable path and a BadInput for each one that is not."""
-    log = dict(activation or {})
+    """Yield a Draft for each readable path and a BadInput for each one that is not.
+
+    Without an ``activation`` for all, each draft takes its sidecar log, if it has one.
+    """
     for path in paths:
+        source = "<stdin>" if path == STDIN else path
         try:
             text = read_draft(path, max_bytes=max_bytes, stdin=stdin)
+            log = activation_for(path, activation)
         except InputError as exc:
-            yield BadInput("<stdin>" if path == STDIN else path, exc.message)
+            yield BadInput(source, exc.message)
             continue
-        yield Draft("<stdin>" if path == STDIN else path, text, log)
+        yield Draft(source, text, log)
 
 
 def drafts_from_jsonl(

@@ -52,15 +52,17 @@ def _items(the_plan: Plan, request: Request) -> tuple[Iterator[inputs.Item], boo
     inputs.check_paths(paths)
     if request.jsonl is not None and request.jsonl != inputs.STDIN:
         inputs.check_paths([request.jsonl])
-    activation = inputs.read_activation(request.activation) if request.activation else {}
+    activation = inputs.read_activation(request.activation) if request.activation else None
     several = request.jsonl is not None or len(paths) > 1 or any(
         p != inputs.STDIN and os.path.isdir(p) for p in paths)
-    expanded = inputs.expand_paths(paths, settings.glob)
+    expanded = (path for path in inputs.expand_paths(paths, settings.glob)
+                if not path.endswith(inputs.SIDECAR_SUFFIX))
     if not several:
         # A single named file is read up front: any problem is a usage error (exit 2).
         text = inputs.read_draft(paths[0], max_bytes=settings.max_bytes)
         source = "<stdin>" if paths[0] == inputs.STDIN else paths[0]
-        return iter([inputs.Draft(source, text, activation)]), False
+        log = inputs.activation_for(paths[0], activation)
+        return iter([inputs.Draft(source, text, log)]), False
 
     def chain() -> Iterator[inputs.Item]:
         yield from inputs.drafts_from_paths(expanded, activation, max_bytes=settings.max_bytes)

@@ -12,7 +12,6 @@ import contextlib
 import json
 import re
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -307,4 +306,3 @@ def serve_batch_engine() -> Iterator[BatchEngine]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-        time.sleep(0)

@@ -161,3 +161,39 @@ def test_records_stream_in_input_order_whatever_the_jobs(run, write, judge, jobs
                  "--no-config")
     assert [r["source"] for r in records(result.stdout)] == [
         os.path.join("d", f"{i}.txt") for i in range(10)]
+
+
+SURE = json.dumps({"activated_nodes": [{"score": 1.0}], "inference_paths": [1, 2, 3],
+                   "traversed_edges": [{"weight": 5}]})
+
+
+def test_sidecar_activation_is_used_beside_each_draft(run, write):
+    write("d/a.txt", "one")
+    write("d/a.activation.json", SURE)
+    write("d/b.txt", "two")
+    result = run("review", "d", "--no-config")
+    got = records(result.stdout)
+    assert [(r["source"], r["verdict"], r["confidence_before"]) for r in got] == [
+        (os.path.join("d", "a.txt"), "approve", 1.0),
+        (os.path.join("d", "b.txt"), "flagged", 0.5)]
+
+
+def test_sidecar_for_a_single_file_and_activation_flag_wins(run, write):
+    write("a.txt", "one")
+    write("a.activation.json", SURE)
+    write("other.json", json.dumps({"activated_nodes": [{"score": 0.1}]}))
+    assert json.loads(run("review", "a.txt", "--no-config").stdout)["confidence_before"] == 1.0
+    flagged = json.loads(run("review", "a.txt", "-a", "other.json", "--no-config").stdout)
+    assert flagged["confidence_before"] == pytest.approx(0.04)
+
+
+def test_a_bad_sidecar_is_an_error_record_in_a_batch(run, write):
+    write("d/a.txt", "one")
+    write("d/a.activation.json", "[1, 2]")
+    write("d/b.txt", "two")
+    result = run("review", "d", "--no-config")
+    got = records(result.stdout)
+    assert [r["verdict"] for r in got] == ["error", "flagged"]
+    sidecar = os.path.join("d", "a.activation.json")
+    assert got[0]["error"] == f"{sidecar}: $: expected an object, got an array"
+    assert result.exit_code == 3
