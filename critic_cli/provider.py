@@ -104,7 +104,8 @@ class Provider:
             return _safe_url(str(self._client.base_url).rstrip("/"))
         return _safe_url(self.settings.base_url or "the default OpenAI endpoint")
 
-    def _connect(self) -> AsyncOpenAI:
+    def connect(self) -> AsyncOpenAI:
+        """Return the client, creating it (and importing openai) on first use."""
         if self._client is None:
             import openai  # here, not at the top: it takes half a second to import
 
@@ -124,7 +125,7 @@ class Provider:
         """Send one chat completion; return the reply as a plain dict and the format that worked."""
         import openai
 
-        client = self._connect()
+        client = self.connect()
         kinds = response_kinds(self.settings.response_format)
         for i, kind in enumerate(kinds):
             body = request_body(self.settings, messages, kind)

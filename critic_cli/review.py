@@ -227,6 +227,8 @@ class Reflector:
                 raise ReflectionError("offline: no cached reply for this draft")
             if self._provider is None:
                 self._provider = self._provider_class(self.settings)
+                self._provider.connect()  # the one-off openai import is not this call's latency
+                start = time.perf_counter()
             completion, _kind = await self._provider.complete(assessment.messages)
             verdict = parse_reply(completion, preferences, refusal)
             if cache is not None:

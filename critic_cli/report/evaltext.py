@@ -16,7 +16,6 @@ from critic_cli.report.evaluation import (
     gate_line,
     id_list,
     percent,
-    verdict_line,
     why,
 )
 
@@ -29,7 +28,8 @@ def _render(context: Context, *renderables: object) -> str:
     console = Console(file=buffer, width=context.width or 100, force_terminal=context.color,
                       no_color=not context.color, highlight=False, soft_wrap=False)
     for renderable in renderables:
-        console.print(renderable)
+        # Prose lines are not wrapped (a long reason stays one line); tables fit the width.
+        console.print(renderable, soft_wrap=isinstance(renderable, Text))
     return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
 
 
@@ -74,8 +74,7 @@ def misses_text(evaluation: Evaluation) -> Text:
     for result in misses:
         out.append("  ✖ ", style="red")
         out.append(result.case.id, style="bold")
-        out.append(f"  {verdict_line(result) if not result.verdict_ok else 'verdict right'}",
-                   style="bold red" if result.false_approval else "")
+        out.append(f"  {why(result)[0]}", style="bold red" if result.false_approval else "")
         out.append("\n")
         for line in why(result)[1:]:
             out.append(f"      {line}\n", style="dim")

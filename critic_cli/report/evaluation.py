@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from critic_cli.errors import EXIT_REFLECTION
 from critic_cli.evaluate import (
     EXPECTED_VERDICTS,
     REPORT_KIND,
@@ -277,9 +278,11 @@ def render_markdown(evaluation: Evaluation, context: Context) -> str:
     """Return a job-summary Markdown report: the result, the tables, misses and the baseline."""
     del context
     m = evaluation.metrics
-    result = {0: "pass", 1: "fail", 3: "error"}[evaluation.exit_code]
+    code = evaluation.exit_code
+    result = ("error" if code == EXIT_REFLECTION else "fail" if code
+              else "pass" if evaluation.thresholds else "done")
     lines = ["## critic eval\n\n",
-             f"**{result}** · {cell(headline(evaluation))} · `{cell(evaluation.source)}`\n"]
+             f"**{result}** · {cell(headline(evaluation))} · {cell(evaluation.source)}\n"]
     if evaluation.thresholds:
         lines += ["\n", "| Gate | Result |\n", "| --- | --- |\n"]
         lines += [f"| {t.option.replace('_', '-')} | {cell(gate_line(t))} |\n"
@@ -312,15 +315,15 @@ def render_markdown(evaluation: Evaluation, context: Context) -> str:
     approvals = evaluation.false_approvals
     lines.append(f"\n### False approvals ({len(approvals)})\n\n")
     lines.append(("Expected revise or refuse, got approve: "
-                  + ", ".join(f"`{cell(r.case.id)}`" for r in approvals) + "\n")
+                  + ", ".join(cell(r.case.id) for r in approvals) + "\n")
                  if approvals else "None.\n")
     comparison = evaluation.comparison
     if comparison is not None:
-        lines += [f"\n### Compared with `{cell(comparison.source)}`\n\n",
+        lines += [f"\n### Compared with {cell(comparison.source)}\n\n",
                   f"{cell(change_line(comparison))}\n\n"]
         for label, ids in (("Better", comparison.better), ("Worse", comparison.worse),
                            ("Added", comparison.added), ("Removed", comparison.removed)):
             if ids or label in ("Better", "Worse"):
-                shown = ", ".join(f"`{cell(i)}`" for i in ids) if ids else "none"
+                shown = ", ".join(cell(i) for i in ids) if ids else "none"
                 lines.append(f"- {label} ({len(ids)}): {shown}\n")
     return "".join(lines)

@@ -34,7 +34,7 @@ REASONS = {"sensitive_tag": "a sensitive tag was hit", "rule": "a flag check mat
 def _render(context: Context, *renderables: Any) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=context.width or 100, force_terminal=context.color,
-                      no_color=not context.color, highlight=False, soft_wrap=False)
+                      no_color=not context.color, highlight=False, soft_wrap=True)
     for renderable in renderables:
         console.print(renderable)
     return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
