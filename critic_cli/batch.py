@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -32,6 +33,7 @@ from critic_cli.record import Gate, Record, Reflection, Summary
 
 if TYPE_CHECKING:
     import sqlite3
+    from concurrent.futures import Future
 
     from openai import OpenAI  # noqa: TID251 - for types only
 
@@ -539,10 +541,46 @@ def _read_result(
                    body)
 
 
+class _CacheFiller:
+    """Write valid replies to the cache on a few threads: each is a small file, so disks wait."""
+
+    def __init__(self, cache: Cache, threads: int = 1, most_pending: int = 256) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.cache = cache
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="critic-cache")
+        self.pending: deque[Future[None]] = deque()
+        self.most_pending = most_pending
+        self.filled = 0
+        self.failed = 0
+        self.reason = ""
+
+    def put(self, key: str, completion: Mapping[str, Any]) -> None:
+        """Queue one reply; wait for the oldest writes when too many are in flight."""
+        self.pending.append(self.pool.submit(self.cache.put, key, completion))
+        while len(self.pending) > self.most_pending:
+            self._settle(self.pending.popleft())
+
+    def _settle(self, future: Future[None]) -> None:
+        try:
+            future.result()
+            self.filled += 1
+        except OSError as exc:  # a full or read-only disk costs the cache, not the records
+            self.failed += 1
+            self.reason = self.reason or str(exc.strerror or exc)
+
+    def close(self) -> None:
+        """Wait for every queued write."""
+        while self.pending:
+            self._settle(self.pending.popleft())
+        self.pool.shutdown()
+
+
 class _Collector:
     """Finish the records of one state file from the indexed engine results."""
 
-    def __init__(self, header: Mapping[str, Any], index: _Index, cache: Cache | None) -> None:
+    def __init__(self, header: Mapping[str, Any], index: _Index,
+                 cache: _CacheFiller | None) -> None:
         from critic_cli.config import Settings
         from critic_cli.review import Plan
         from critic_cli.rules import Preference, Ruleset
@@ -557,7 +595,6 @@ class _Collector:
         self.index = index
         self.cache = cache
         self.matched = 0
-        self.filled = 0
 
     def record(self, line: Mapping[str, Any]) -> Record:
         """Return the record of one state line: stored, or finished from the engine's reply."""
@@ -574,7 +611,6 @@ class _Collector:
                               self.plan.settings.refusal_message)
         if result.completion is not None and self.cache is not None:
             self.cache.put(line["key"], result.completion)
-            self.filled += 1
         fired, reason, threshold = line["gate"]
         hits = [Hit(c["rule"], c["action"], c["line"], c["column"], 0, 0)
                 for c in line["checks"]]
@@ -637,13 +673,14 @@ def collect(request: CollectRequest) -> int:
         raise UsageError(f"{request.state}: {pending} drafts wait for results: name the "
                          "engine's output (and error) files")
     index = _Index(request.results)
+    filler = _CacheFiller(cache) if cache is not None else None
     try:
         index.build()
         if index.unattributed_count:
             _diagnose(f"warning: {index.unattributed_count} output lines name no custom_id "
                       f"and were skipped ({', '.join(index.unattributed)}"
                       f"{', ...' if index.unattributed_count > 3 else ''})")
-        collector = _Collector(header, index, cache)
+        collector = _Collector(header, index, filler)
         color = name == "text" and request.output is None and sys.stdout.isatty()
         report = make(name, Context(fail_on=fail_on, several=True, color=color,
                                     verbose=request.verbose))
@@ -665,14 +702,19 @@ def collect(request: CollectRequest) -> int:
             sink.write(report.finish(summary) if not request.quiet or name != "text" else "")
         unknown = index.size() - collector.matched
     finally:
+        if filler is not None:
+            filler.close()
         index.close()
+    if filler is not None and filler.failed:
+        _diagnose(f"warning: {filler.failed} replies could not be cached ({filler.reason})")
     if unknown:
         _diagnose(f"warning: {unknown} results name a custom_id this state does not wait for "
                   "(output of another prepare?)")
     if request.verbose:
         _diagnose(f"collected {summary.total} records: {collector.matched} of {pending} results "
-                  f"found, {summary.verdicts['error']} errors, {collector.filled} replies "
-                  f"cached{' in ' + str(cache_dir) if cache is not None else ''}")
+                  f"found, {summary.verdicts['error']} errors, "
+                  f"{filler.filled if filler is not None else 0} replies cached"
+                  f"{' in ' + str(cache_dir) if cache is not None else ''}")
     return summary.exit_code(fail_on)
 
 

@@ -5,6 +5,7 @@ Every problem is reported as ``file:line: path.to.key: reason``.
 """
 
 import math
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -168,8 +169,23 @@ def parse_pack(document: Any, lines: yamlsafe.Lines, source: str) -> Ruleset:
     )
 
 
+def builtin_pack(name: str) -> str | None:
+    """Return the file of a shipped pack named ``name`` (``secrets``, ``pii``, ``default``)."""
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    # Installed: critic_cli/packs/; from a source checkout: the repository's rules/.
+    for folder in (os.path.join(here, "packs"), os.path.join(os.path.dirname(here), "rules")):
+        candidate = os.path.join(folder, f"{name}.yaml")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
 def load_pack(path: str) -> Ruleset:
-    """Read, parse and validate one rule pack file."""
+    """Read, parse and validate one rule pack file, or a shipped pack by name."""
+    if not os.path.exists(path):
+        path = builtin_pack(path) or path
     try:
         document, lines = yamlsafe.load_file(path)
     except OSError as exc:

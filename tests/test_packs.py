@@ -651,3 +651,10 @@ def test_locations_on_a_draft_of_many_lines(tmp_path):
     text = "\n" * 200_000 + "ab NEEDLE\n" + "c" * 10 + "NEEDLE"
     hits = run_checks(text, rules)
     assert [(h.line, h.column) for h in hits] == [(200_001, 4), (200_002, 11)]
+
+
+def test_shipped_packs_load_by_name(run):
+    result = run("rules", "check", "secrets", "pii", "default")
+    assert result.exit_code == 0, result.stderr
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
+        "ok secrets", "ok pii", "ok default"]
