@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NamedTuple
 
 from critic_cli import __version__, inputs
 from critic_cli import config as config_module
-from critic_cli.errors import InputError, ReflectionError, UsageError
+from critic_cli.errors import CriticError, InputError, ReflectionError, UsageError
 from critic_cli.record import Gate, Record, Reflection, Summary
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ NO_RESULT = "no result from the batch engine"
 NO_KEY = "not-needed"
 _SNIPPET = 120
 _CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_TOKENS = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=*-]{8,}|\bsk-[A-Za-z0-9_*-]{6,}")
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -128,22 +129,34 @@ class _AtomicFile:
         if os.path.isdir(path):
             raise UsageError(f"{path}: is a directory")
         self.path = path
-        handle, self.temporary = tempfile.mkstemp(dir=folder, prefix=".critic-", suffix=".part")
-        self.stream: IO[bytes] = os.fdopen(handle, "wb", buffering=1 << 20)
         self.lines = 0
         self.size = 0
+        with self._failing("create"):
+            handle, self.temporary = tempfile.mkstemp(dir=folder, prefix=".critic-",
+                                                      suffix=".part")
+        self.stream: IO[bytes] = os.fdopen(handle, "wb", buffering=1 << 20)
+
+    @contextlib.contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise UsageError(f"{self.path}: cannot {what}: {exc.strerror or exc}") from None
 
     def write(self, data: bytes) -> None:
-        self.stream.write(data)
+        with self._failing("write"):
+            self.stream.write(data)
         self.lines += 1
         self.size += len(data)
 
     def commit(self) -> None:
-        self.stream.close()
-        os.replace(self.temporary, self.path)
+        with self._failing("write"):
+            self.stream.close()
+            os.replace(self.temporary, self.path)
 
     def discard(self) -> None:
-        self.stream.close()
+        with contextlib.suppress(OSError):
+            self.stream.close()
         with contextlib.suppress(OSError):
             os.unlink(self.temporary)
 
@@ -291,14 +304,14 @@ def prepare(flags: Mapping[str, Any], request: PrepareRequest) -> Prepared:
         files = parts.files()
         state.write(_line({"end": True, "inputs": count, "decided": decided,
                            "pending": pending, "files": [f.path for f in files]}))
+        for part in files:
+            part.commit()
+        state.commit()
     except BaseException:
         for part in parts.files():
             part.discard()
         state.discard()
         raise
-    for part in files:
-        part.commit()
-    state.commit()
     return Prepared([f.path for f in files], state_path, count, decided, cached, pending,
                     _stale(request.output, len(files)))
 
@@ -306,7 +319,7 @@ def prepare(flags: Mapping[str, Any], request: PrepareRequest) -> Prepared:
 def _stale(path: str, count: int) -> list[str]:
     """Return request files left by an earlier, larger prepare beside the ones just written."""
     stale: list[str] = []
-    part = max(count, 1)
+    part = count
     while os.path.exists(name := part_name(path, part)):
         stale.append(name)
         part += 1
@@ -353,10 +366,7 @@ def _read_state_ends(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         with open(path, "rb") as handle:
             first = handle.readline()
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 65536))
-            tail = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+            tail = _last_line(handle)
     except FileNotFoundError:
         raise InputError(f"{path}: no such state file") from None
     except OSError as exc:
@@ -376,6 +386,21 @@ def _read_state_ends(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         raise InputError(f"{path}: the state file is incomplete (no end line); "
                          "run `critic batch prepare` again")
     return header, trailer
+
+
+def _last_line(handle: IO[bytes], chunk: int = 65536) -> bytes:
+    """Return the last non-empty line of a file, reading backwards from its end."""
+    end = handle.seek(0, os.SEEK_END)
+    tail = b""
+    while end > 0:
+        start = max(0, end - chunk)
+        handle.seek(start)
+        tail = handle.read(end - start) + tail
+        end = start
+        stripped = tail.rstrip(b"\r\n")
+        if b"\n" in stripped:
+            return stripped.rsplit(b"\n", 1)[1]
+    return tail.rstrip(b"\r\n")
 
 
 class _Index:
@@ -544,7 +569,7 @@ def _read_result(
 class _CacheFiller:
     """Write valid replies to the cache on a few threads: each is a small file, so disks wait."""
 
-    def __init__(self, cache: Cache, threads: int = 1, most_pending: int = 256) -> None:
+    def __init__(self, cache: Cache, threads: int = 4, most_pending: int = 256) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self.cache = cache
@@ -672,6 +697,7 @@ def collect(request: CollectRequest) -> int:
     if pending and not request.results:
         raise UsageError(f"{request.state}: {pending} drafts wait for results: name the "
                          "engine's output (and error) files")
+    _check_distinct(request.results)
     index = _Index(request.results)
     filler = _CacheFiller(cache) if cache is not None else None
     try:
@@ -718,6 +744,20 @@ def collect(request: CollectRequest) -> int:
     return summary.exit_code(fail_on)
 
 
+def _check_distinct(paths: Sequence[str]) -> None:
+    """Refuse a result file named twice: each of its lines would count as a duplicate."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # the index names the missing file
+        other = seen.get((info.st_dev, info.st_ino))
+        if other is not None:
+            raise UsageError(f"{path}: named twice (also as {other})")
+        seen[(info.st_dev, info.st_ino)] = path
+
+
 @contextlib.contextmanager
 def _progress(show: bool, total: int) -> Iterator[Callable[[Record], None]]:
     if not show:
@@ -737,6 +777,10 @@ class _API:
 
     def __init__(self, flags: Mapping[str, Any], config: str | None, use_config: bool) -> None:
         settings = config_module.resolve(flags, config=config, use_config=use_config)
+        if not settings.base_url and not settings.api_key:
+            raise UsageError("the OpenAI Batch API needs a key: set CRITIC_API_KEY or "
+                             "OPENAI_API_KEY (or name one with --api-key-env), or give "
+                             "--base-url for a server that needs none")
         self.base_url = settings.base_url
         self.key = settings.api_key
         self.timeout = settings.timeout
@@ -759,8 +803,10 @@ class _API:
         return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
     def scrub(self, text: str) -> str:
-        """Remove the API key from ``text``."""
-        return text.replace(self.key, "[key]") if self.key else text
+        """Remove the API key, and anything that looks like a key, from ``text``."""
+        if self.key:
+            text = text.replace(self.key, "[key]")
+        return _TOKENS.sub(lambda m: f"{m.group(1)}[key]" if m.group(1) else "[key]", text)
 
     @property
     def client(self) -> OpenAI:
@@ -781,6 +827,8 @@ class _API:
 
         try:
             yield
+        except CriticError:
+            raise
         except openai.APIStatusError as exc:
             detail = _error_detail(exc.body)
             raise ReflectionError(self.scrub(
@@ -914,7 +962,7 @@ def fetch(flags: Mapping[str, Any], batch_ids: Sequence[str], directory: str, *,
                     with api.errors(f"downloading {file_id}"), \
                             api.client.files.with_streaming_response.content(file_id) as reply:
                         for chunk in reply.iter_bytes():
-                            target.stream.write(chunk)
+                            target.write(chunk)
                 except BaseException:
                     target.discard()
                     raise

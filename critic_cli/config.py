@@ -89,11 +89,16 @@ def load_config(path: str) -> dict[str, Any]:
     if document is None:
         return {}
     v = Validator(path, lines, ConfigError)
+    return check_settings(v, document, os.path.dirname(os.path.abspath(path)))
+
+
+def check_settings(v: Validator, document: Any, base: str, *, where: str = "config files"
+                   ) -> dict[str, Any]:
+    """Validate a mapping of review settings; make its relative paths relative to ``base``."""
     if isinstance(document, dict) and "api_key" in document:
-        raise v.fail(("api_key",), "keep keys out of config files; name a variable with "
+        raise v.fail(("api_key",), f"keep keys out of {where}; name a variable with "
                                    "api_key_env instead")
     data = dict(v.mapping(document, (), _KEYS))
-    base = os.path.dirname(os.path.abspath(path))
     checked: dict[str, Any] = {}
     for key, value in data.items():
         if value is None:
@@ -102,8 +107,16 @@ def load_config(path: str) -> dict[str, Any]:
         if key in _PATH_KEYS:
             checked[key] = os.path.join(base, os.path.expanduser(checked[key]))
         elif key == "rules":
-            checked[key] = tuple(os.path.join(base, os.path.expanduser(p)) for p in value)
+            checked[key] = tuple(_pack_path(base, p) for p in value)
     return checked
+
+
+def _pack_path(base: str, name: str) -> str:
+    """Return a rule pack's path relative to ``base``, or a shipped pack's name as it is."""
+    from critic_cli.rules import builtin_pack
+
+    path = os.path.join(base, os.path.expanduser(name))
+    return name if not os.path.exists(path) and builtin_pack(name) else path
 
 
 def _check_value(v: Validator, key: str, value: Any) -> Any:
@@ -116,8 +129,13 @@ def _check_value(v: Validator, key: str, value: Any) -> Any:
             v.text(item, (*path, i)) for i, item in enumerate(v.items(value, path)))
     if key == "threshold":
         return v.number(value, path, low=0.0, high=1.0)
-    if key in ("timeout", "temperature"):
-        return v.number(value, path, low=0.0, high=600.0 if key == "timeout" else 2.0)
+    if key == "timeout":
+        seconds = v.number(value, path, low=0.0, high=600.0)
+        if seconds <= 0:
+            raise v.fail(path, "must be positive")
+        return seconds
+    if key == "temperature":
+        return v.number(value, path, low=0.0, high=2.0)
     if key in ("top_k", "max_retries", "seed"):
         return v.integer(value, path)
     if key in ("jobs", "max_bytes"):

@@ -44,6 +44,7 @@ __all__ = [
     "Suite",
     "Threshold",
     "VerdictScore",
+    "check_expectations",
     "compare",
     "evaluate",
     "judge_case",
@@ -52,7 +53,6 @@ __all__ = [
     "main",
     "read_baseline",
     "resolve_settings",
-    "check_expectations",
     "score",
     "thresholds",
 ]
@@ -149,24 +149,8 @@ def _settings(v: Validator, raw: Any, base: str) -> dict[str, Any]:
     """Validate ``settings:`` as a ``.critic.yaml`` would be; paths are relative to ``base``."""
     if raw is None:
         return {}
-    within = _Within(v, ("settings",))
-    if isinstance(raw, dict) and "api_key" in raw:
-        raise within.fail(("api_key",), "keep keys out of cases files; name a variable with "
-                                        "api_key_env instead")
-    data = within.mapping(raw, (), config_module._KEYS)
-    checked: dict[str, Any] = {}
-    for key, value in data.items():
-        if value is None:
-            continue
-        value = config_module._check_value(within, key, value)
-        if key in config_module._PATH_KEYS:
-            value = os.path.join(base, os.path.expanduser(value))
-        elif key == "rules":
-            value = tuple(os.path.join(base, os.path.expanduser(p)) for p in value)
-        elif key == "timeout" and value <= 0:
-            raise within.fail((key,), "must be positive")
-        checked[key] = value
-    return checked
+    return config_module.check_settings(_Within(v, ("settings",)), raw, base,
+                                        where="cases files")
 
 
 def _case(v: Validator, raw: Any, index: int, base: str) -> Case:
@@ -385,8 +369,7 @@ class CaseResult(NamedTuple):
 
     @property
     def correct(self) -> bool:
-        """Return True when the verdict and, where the case lists them, preferences and checks
-        match."""
+        """Return True when the verdict, and any listed preferences and checks, match."""
         return self.verdict_ok and not (
             self.preferences_missing or self.preferences_unexpected
             or self.checks_missing or self.checks_unexpected)
@@ -662,18 +645,17 @@ def main(flags: Mapping[str, Any], request: Request) -> int:
             f"{' at ' + settings.base_url if settings.base_url else ''}; cache: "
             f"{settings.cache_dir if the_plan.cache is not None else 'off'}"
             f"{' (offline)' if settings.offline else ''}\n")
-    show_progress = not request.quiet and sys.stderr.isatty()
-    with contextlib.ExitStack() as stack:
-        advance = None
-        if show_progress:
-            from critic_cli.report.text import ProgressBar
-
-            advance = stack.enter_context(ProgressBar(len(drafts))).advance
-        evaluation = evaluate(the_plan, suite, drafts, min_accuracy=request.min_accuracy,
-                              max_false_approvals=request.max_false_approvals,
-                              baseline=baseline, advance=advance)
     color = name == "text" and request.output in (None, "-") and sys.stdout.isatty()
-    text = render(name, evaluation, Context(color=color, verbose=request.verbose))
+    # The output is opened first, so a bad --output fails before any model call.
     with Sink(request.output) as sink:
-        sink.write(text)
+        with contextlib.ExitStack() as stack:
+            advance = None
+            if not request.quiet and sys.stderr.isatty():
+                from critic_cli.report.text import ProgressBar
+
+                advance = stack.enter_context(ProgressBar(len(drafts))).advance
+            evaluation = evaluate(the_plan, suite, drafts, min_accuracy=request.min_accuracy,
+                                  max_false_approvals=request.max_false_approvals,
+                                  baseline=baseline, advance=advance)
+        sink.write(render(name, evaluation, Context(color=color, verbose=request.verbose)))
     return evaluation.exit_code

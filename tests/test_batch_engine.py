@@ -577,3 +577,65 @@ def test_batch_help_lists_every_command(run: Run) -> None:
     for command in ("prepare", "collect", "submit", "status", "fetch"):
         assert command in result.stdout
         assert run("batch", command, "--help").exit_code == 0
+
+
+def test_a_result_file_named_twice_is_refused(run: Run, write: Write,
+                                              engine: BatchEngine) -> None:
+    setup(write, CLEAN)
+    play_engine(prepare(run, engine), "results.jsonl", engine.origin)
+    result = run("batch", "collect", "results.jsonl", "./results.jsonl", "--state",
+                 "requests.jsonl.state.jsonl")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ("critic: error: ./results.jsonl: named twice (also as "
+                             "results.jsonl)\n")
+
+
+def test_a_long_end_line_is_still_found(run: Run, write: Write, engine: BatchEngine) -> None:
+    setup(write, [line(f"d{i}", f"Draft {i}.", TAGGED) for i in range(3)])
+    play_engine(prepare(run, engine), "results.jsonl", engine.origin)
+    *lines, end = Path("requests.jsonl.state.jsonl").read_text(encoding="utf-8").splitlines()
+    trailer = json.loads(end)
+    trailer["files"] = ["requests.jsonl"] * 20_000  # as after --max-lines 1 on many drafts
+    write("requests.jsonl.state.jsonl", "\n".join([*lines, json.dumps(trailer)]) + "\n")
+    assert [r["verdict"] for r in collect(run, "results.jsonl", exit_code=0)] == ["approve"] * 3
+
+
+def test_the_openai_endpoint_needs_a_key(run: Run) -> None:
+    result = run("batch", "status", "batch_1", "--no-config")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("critic: error: the OpenAI Batch API needs a key")
+
+
+def test_an_unwritable_request_file_is_one_line_and_leaves_nothing(
+        run: Run, write: Write, engine: BatchEngine, clean_env: Path) -> None:
+    setup(write, CLEAN)
+    result = run("batch", "prepare", *model_args(engine), "-o", "x" * 300 + ".jsonl",
+                 "--state", "state.jsonl")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (f"critic: error: {'x' * 300}.jsonl: cannot write: File name too "
+                             "long\n")
+    assert sorted(os.listdir(clean_env)) == ["drafts.jsonl", "pack.yaml"]
+
+
+def test_vllm_error_lines_are_error_records(run: Run, write: Write,
+                                            engine: BatchEngine) -> None:
+    setup(write, [line(f"d{i}", f"Draft {i}.", TAGGED) for i in range(3)])
+    prepare(run, engine)
+    ids = [r["custom_id"] for r in read_jsonl("requests.jsonl")]
+
+    def vllm(custom_id: str, status: int, error: Any) -> str:
+        return json.dumps({"id": "vllm-1", "custom_id": custom_id, "response": {
+            "status_code": status, "request_id": "vllm-batch-1", "body": None}, "error": error})
+
+    write("results.jsonl", "\n".join([
+        vllm(ids[0], 400, "The model does not support Chat Completions API"),
+        vllm(ids[1], 400, {"error": {"message": "schema not supported", "type": "BadRequest",
+                                     "param": None, "code": 400}}),
+        output_line(ids[2], approve()),
+    ]) + "\n")
+    got = collect(run, "results.jsonl")
+    assert [r["error"] for r in got] == [
+        "the batch engine failed the request: The model does not support Chat Completions API",
+        "the batch engine failed the request: 400: schema not supported",
+        None,
+    ]

@@ -483,3 +483,17 @@ def test_unset_key_variable_is_fine_without_a_model(run: Run, write: Write, draf
     write(".critic.yaml", "api_key_env: CRITIC_TEST_NO_SUCH_KEY\n")
     result = review(run, draft)
     assert (result.exit_code, result.stderr) == (0, "")
+
+
+def test_config_timeout_zero_is_refused(run: Run, write: Write, draft: str) -> None:
+    write(".critic.yaml", "timeout: 0\n")
+    assert_error(review(run, draft), re.compile(re.escape(config_path()) +
+                                                r":1: timeout: must be positive"))
+
+
+def test_config_names_a_shipped_pack(run: Run, write: Write) -> None:
+    write(".critic.yaml", "rules: [secrets]\n")
+    write("leak.txt", "key AKIA" + "Q7" * 8 + "\n")
+    result = review(run, "leak.txt")
+    assert result.exit_code == 1, result.stderr
+    assert json.loads(result.stdout)["checks"][0]["rule"] == "aws-access-key-id"
