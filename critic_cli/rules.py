@@ -226,8 +226,21 @@ _BM25_K1 = 1.2
 _BM25_B = 0.75
 
 
+# Words too common to say what a rule is about; without this every rule "matches" every draft.
+_STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further had
+has have having he her here hers herself him himself his how i if in into is it its itself just
+me more most my myself no nor not now of off on once only or other our ours ourselves out over
+own same she should so some such than that the their theirs them themselves then there these
+they this those through to too under until up very was we were what when where which while who
+whom why will with would you your yours yourself yourselves draft drafts
+""".split())
+
+
 def _terms(text: str) -> list[str]:
-    return [word for word in _WORD.findall(text.lower()) if len(word) > 1]
+    return [word for word in _WORD.findall(text.lower())
+            if len(word) > 1 and word not in _STOPWORDS]
 
 
 def retrieve(ruleset: Ruleset, query: str, top_k: int) -> list[Rule]:

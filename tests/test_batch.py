@@ -197,3 +197,25 @@ def test_a_bad_sidecar_is_an_error_record_in_a_batch(run, write):
     sidecar = os.path.join("d", "a.activation.json")
     assert got[0]["error"] == f"{sidecar}: $: expected an object, got an array"
     assert result.exit_code == 3
+
+
+CANNED = REPO / "examples" / "canned"
+
+
+def test_canned_outputs_replay_from_the_committed_cache_offline(run, tmp_path):
+    report = tmp_path / "report.xml"
+    result = run("review", str(CANNED / "drafts"), "--config", str(CANNED / "critic.yaml"),
+                 "--offline", "-j", "16", "--format", "junit", "-o", str(report))
+    assert result.exit_code == 1, result.stderr  # some drafts are revised or refused
+    assert (result.stdout, result.stderr) == ("", "")
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("errors")) == ("12", "0")
+    lines = run("review", str(CANNED / "drafts"), "--config", str(CANNED / "critic.yaml"),
+                "--offline", "--format", "jsonl", "--fail-on", "never").stdout
+    got = records(lines)
+    assert [r["verdict"] for r in got].count("error") == 0
+    assert all(r["reflection"]["cached"] for r in got if r["reflection"]["ran"])
+    assert sum(r["reflection"]["ran"] for r in got) == 11

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CASES = HERE / "cases.yaml"
+CANNED = REPO / "examples" / "canned"
 sys.path.insert(0, str(REPO))
 
 from critic_cli.evaluate import load_suite  # noqa: E402
@@ -123,9 +124,11 @@ class StandInJudge(Judge):
 
 
 def critic(*args: str) -> int:
-    """Run ``critic`` in a clean environment (no CRITIC_*/OPENAI_* variables, no config)."""
+    """Run ``critic`` in a clean environment (no CRITIC_*/OPENAI_* variables, no .critic.yaml)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CRITIC_", "OPENAI_"))}
-    command = [sys.executable, "-m", "critic_cli", *args, "--no-config"]
+    command = [sys.executable, "-m", "critic_cli", *args]
+    if "--config" not in args:
+        command.append("--no-config")
     return subprocess.run(command, env=env, check=False).returncode
 
 
@@ -155,14 +158,20 @@ def main() -> int:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
     thread.start()
+    clear_cache(CANNED / "cache")
     try:
         code = critic("eval", str(CASES), "--format", "text", "--quiet")
+        # The canned outputs of examples/canned/ use the same stand-in, address and model.
+        critic("review", str(CANNED / "drafts"), "--config", str(CANNED / "critic.yaml"),
+               "--format", "text", "--quiet", "--fail-on", "never")
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
     print(f"\nmake_cache.py: the stand-in judge answered {len(state.requests)} requests "
           f"(exit {code}); replaying the cache offline:\n", flush=True)
+    critic("review", str(CANNED / "drafts"), "--config", str(CANNED / "critic.yaml"),
+           "--offline", "--format", "text", "--fail-on", "never")
     return critic("eval", str(CASES), "--offline", "--format", "text", "--quiet")
 
 
