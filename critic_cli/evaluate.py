@@ -436,22 +436,7 @@ class Comparison(NamedTuple):
 
 def read_baseline(path: str) -> Baseline:
     """Read an earlier ``critic eval --format json`` report; name the bad JSON path if any."""
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, expected a JSON report")
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(_BASELINE_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such baseline file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read baseline: {exc.strerror or exc}") from None
-    if len(data) > _BASELINE_MAX_BYTES:
-        raise InputError(f"{path}: baseline is larger than {_BASELINE_MAX_BYTES} bytes")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: baseline is not UTF-8 (byte {exc.start})") from None
-    document = inputs.parse_json(text, path)
+    document = inputs.read_json_file(path, "baseline", max_bytes=_BASELINE_MAX_BYTES)
     if not isinstance(document, dict) or document.get("kind") != REPORT_KIND:
         raise InputError(f"{path}: not a critic eval report (expected the output of "
                          "critic eval --format json)")

@@ -233,16 +233,22 @@ def parse_json(text: str | bytes, source: str, *, one_line: bool = False) -> Any
     return document
 
 
-def read_activation(path: str, *, max_bytes: int = 16 * DEFAULT_MAX_BYTES) -> dict[str, Any]:
-    """Read an activation file, raw or resolved, and return the validated raw log."""
-    data = _read_bytes(path, max_bytes, "activation")
+def read_json_file(path: str, what: str, *, max_bytes: int) -> Any:
+    """Read a UTF-8 JSON file of at most ``max_bytes``; every problem is one located line."""
+    data = _read_bytes(path, max_bytes, what)
     if len(data) > max_bytes:
-        raise InputError(f"{path}: activation log is larger than {max_bytes} bytes")
+        raise InputError(f"{path}: {what} is larger than {max_bytes} bytes")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: activation log is not UTF-8 (byte {exc.start})") from None
-    return activation_from_document(parse_json(text, path), path)
+        raise InputError(f"{path}: {what} is not UTF-8 (byte {exc.start})") from None
+    return parse_json(text, path)
+
+
+def read_activation(path: str, *, max_bytes: int = 16 * DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """Read an activation file, raw or resolved, and return the validated raw log."""
+    return activation_from_document(read_json_file(path, "activation log", max_bytes=max_bytes),
+                                    path)
 
 
 # -- many drafts ----------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def test_missing_draft(run: Run) -> None:
 def test_activation_that_is_a_directory(run: Run, draft: str) -> None:
     os.mkdir("logs")
     assert_error(review(run, draft, "--activation", "logs"),
-                 "logs: is a directory, expected an activation file")
+                 "logs: is a directory, expected an activation log file")
 
 
 def test_rules_that_is_a_directory(run: Run, draft: str) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -18,19 +15,10 @@ from critic_cli.report.evaluation import (
     percent,
     why,
 )
+from critic_cli.report.text import render as draw
 
 STYLES = {"approve": "green", "flagged": "yellow", "revise": "magenta", "refuse": "red",
           "error": "red reverse"}
-
-
-def _render(context: Context, *renderables: object) -> str:
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=context.width or 100, force_terminal=context.color,
-                      no_color=not context.color, highlight=False, soft_wrap=False)
-    for renderable in renderables:
-        # Prose lines are not wrapped (a long reason stays one line); tables fit the width.
-        console.print(renderable, soft_wrap=isinstance(renderable, Text))
-    return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
 
 
 def _ratio(value: float | None) -> str:
@@ -122,4 +110,4 @@ def render(evaluation: Evaluation, context: Context) -> str:
                             f"{id_list(comparison.removed)}\n")
         compared.rstrip()
         parts.append(compared)
-    return _render(context, *parts)
+    return draw(context, *parts)

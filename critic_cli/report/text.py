@@ -31,12 +31,14 @@ REASONS = {"sensitive_tag": "a sensitive tag was hit", "rule": "a flag check mat
            "low_confidence": "confidence is below the threshold"}
 
 
-def _render(context: Context, *renderables: Any) -> str:
+def render(context: Context, *renderables: Any) -> str:
+    """Return renderables as text at a fixed width; colour only when the context asks."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=context.width or 100, force_terminal=context.color,
-                      no_color=not context.color, highlight=False, soft_wrap=True)
+                      no_color=not context.color, highlight=False, soft_wrap=False)
     for renderable in renderables:
-        console.print(renderable)
+        # Prose lines are not wrapped (a long reason stays one line); tables fit the width.
+        console.print(renderable, soft_wrap=isinstance(renderable, Text))
     return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
 
 
@@ -110,13 +112,13 @@ class TextReport:
 
     def add(self, record: Record) -> str:
         """Return the block for one record."""
-        return _render(self.context, record_lines(record))
+        return render(self.context, record_lines(record))
 
     def finish(self, summary: Summary) -> str:
         """Return the summary table (after a blank line) for several drafts."""
         if not self.context.several:
             return ""
-        return _render(self.context, Text(""), summary_table(summary))
+        return render(self.context, Text(""), summary_table(summary))
 
 
 def render_explain(breakdown: Mapping[str, Any], context: Context) -> str:
@@ -130,7 +132,7 @@ def render_explain(breakdown: Mapping[str, Any], context: Context) -> str:
     decision = Text("gate fires" if breakdown["fires"] else "gate does not fire",
                     style="bold yellow" if breakdown["fires"] else "bold green")
     decision.append(f" — {breakdown['why']}", style="")
-    return _render(context, table, Text(""), decision)
+    return render(context, table, Text(""), decision)
 
 
 class ProgressBar:
