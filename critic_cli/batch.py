@@ -682,7 +682,7 @@ def _format(name: str | None) -> str:
 def collect(request: CollectRequest) -> int:
     """Merge the engine's results with the state; write the report; return the exit code."""
     from critic_cli.cache import Cache
-    from critic_cli.output import Sink
+    from critic_cli.output import Sink, progress
     from critic_cli.record import FAIL_ON
     from critic_cli.report import Context, make
 
@@ -713,7 +713,7 @@ def collect(request: CollectRequest) -> int:
         show_progress = not request.quiet and sys.stderr.isatty()
         summary = Summary()
         with Sink(request.output, flush_each=False) as sink, \
-                _progress(show_progress, int(trailer.get("inputs") or 0)) as advance:
+                progress(show_progress, int(trailer.get("inputs") or 0) or None) as advance:
             sink.write(report.start())
             for line in _state_lines(request.state, int(trailer.get("inputs") or 0)):
                 try:
@@ -723,7 +723,7 @@ def collect(request: CollectRequest) -> int:
                                      f"{line.get('i')}") from None
                 summary.add(record)
                 sink.write(report.add(record))
-                advance(record)
+                advance(record.verdict)
             summary.seconds = time.perf_counter() - summary.started
             sink.write(report.finish(summary) if not request.quiet or name != "text" else "")
         unknown = index.size() - collector.matched
@@ -756,17 +756,6 @@ def _check_distinct(paths: Sequence[str]) -> None:
         if other is not None:
             raise UsageError(f"{path}: named twice (also as {other})")
         seen[(info.st_dev, info.st_ino)] = path
-
-
-@contextlib.contextmanager
-def _progress(show: bool, total: int) -> Iterator[Callable[[Record], None]]:
-    if not show:
-        yield lambda record: None
-        return
-    from critic_cli.report.text import ProgressBar
-
-    with ProgressBar(total or None) as bar:
-        yield bar.advance
 
 
 # -- the OpenAI Batch API ---------------------------------------------------------------------

@@ -542,7 +542,7 @@ def evaluate(
     min_accuracy: float | None = None,
     max_false_approvals: int | None = None,
     baseline: Baseline | None = None,
-    advance: Callable[[Record], None] | None = None,
+    advance: Callable[[str], None] | None = None,
 ) -> Evaluation:
     """Review every case's draft as ``critic review`` would and score the records."""
     if drafts is None:
@@ -552,7 +552,7 @@ def evaluate(
     def emit(record: Record) -> None:
         records.append(record)
         if advance is not None:
-            advance(record)
+            advance(record.verdict)
 
     summary = run(the_plan, drafts, emit)
     results = tuple(judge_case(case, record)

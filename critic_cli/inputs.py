@@ -35,7 +35,45 @@ class BadInput(NamedTuple):
     reason: str
 
 
-Item = Draft | BadInput
+class DraftFile(NamedTuple):
+    """A draft file not read yet: it is read where it is reviewed (maybe another process)."""
+
+    path: str
+    activation: dict[str, Any] | None
+    max_bytes: int
+
+    def read(self) -> Draft | BadInput:
+        """Return the draft with its activation, or why it cannot be read."""
+        try:
+            text = read_draft(self.path, max_bytes=self.max_bytes)
+            return Draft(self.path, text, activation_for(self.path, self.activation))
+        except InputError as exc:
+            return BadInput(self.path, exc.message)
+
+
+class JSONLine(NamedTuple):
+    """A JSONL line not parsed yet: it is parsed where it is reviewed (maybe another process)."""
+
+    where: str
+    raw: bytes
+    max_bytes: int
+
+    def read(self) -> Draft | BadInput:
+        """Return the line's draft, or why it cannot be read."""
+        try:
+            return _jsonl_draft(self.raw, self.where, self.max_bytes)
+        except InputError as exc:
+            return BadInput(self.where, exc.message)
+
+
+Item = Draft | BadInput | DraftFile | JSONLine
+
+
+def resolve_item(item: Item) -> Draft | BadInput:
+    """Return the draft an item stands for, reading it first when it is lazy."""
+    if isinstance(item, (DraftFile, JSONLine)):
+        return item.read()
+    return item
 
 
 def decode_draft(data: bytes, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
@@ -300,25 +338,26 @@ def drafts_from_paths(
     paths: Iterable[str], activation: Mapping[str, Any] | None, *, max_bytes: int,
     stdin: IO[bytes] | None = None,
 ) -> Iterator[Item]:
-    """Yield a Draft for each readable path and a BadInput for each one that is not.
+    """Yield each path's draft, to be read when reviewed (stdin is read at once).
 
     Without an ``activation`` for all, each draft takes its sidecar log, if it has one.
     """
+    given = None if activation is None else dict(activation)
     for path in paths:
-        source = "<stdin>" if path == STDIN else path
-        try:
-            text = read_draft(path, max_bytes=max_bytes, stdin=stdin)
-            log = activation_for(path, activation)
-        except InputError as exc:
-            yield BadInput(source, exc.message)
+        if path != STDIN:
+            yield DraftFile(path, given, max_bytes)
             continue
-        yield Draft(source, text, log)
+        try:
+            yield Draft("<stdin>", read_draft(path, max_bytes=max_bytes, stdin=stdin),
+                        given or {})
+        except InputError as exc:
+            yield BadInput("<stdin>", exc.message)
 
 
 def drafts_from_jsonl(
     path: str, *, max_bytes: int, stdin: IO[bytes] | None = None
 ) -> Iterator[Item]:
-    """Yield one item per line of ``{"id", "draft", "activation"?}``; bad lines become BadInput."""
+    """Yield one item per line of ``{"id", "draft", "activation"?}``, parsed when reviewed."""
     name = "<stdin>" if path == STDIN else path
     if path == STDIN:
         stream: IO[bytes] = stdin if stdin is not None else sys.stdin.buffer
@@ -333,11 +372,7 @@ def drafts_from_jsonl(
         for number, raw in enumerate(stream, start=1):
             if not raw.strip():
                 continue
-            where = f"{name}:{number}"
-            try:
-                yield _jsonl_draft(raw, where, max_bytes)
-            except InputError as exc:
-                yield BadInput(where, exc.message)
+            yield JSONLine(f"{name}:{number}", raw, max_bytes)
     finally:
         if path != STDIN:
             stream.close()

@@ -1,10 +1,11 @@
-"""Where reports go: stdout, or a file written atomically (whole or not at all)."""
+"""Where reports go (stdout, or a file written atomically) and progress (stderr, when a tty)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import IO
 
@@ -59,3 +60,15 @@ class Sink:
         else:
             with contextlib.suppress(OSError):
                 os.unlink(self._temporary)
+
+
+@contextlib.contextmanager
+def progress(show: bool, total: int | None = None) -> Iterator[Callable[[str], None]]:
+    """Yield a function that counts one finished draft by its verdict (a bar when ``show``)."""
+    if not show:
+        yield lambda verdict: None
+        return
+    from critic_cli.report.text import ProgressBar
+
+    with ProgressBar(total) as bar:
+        yield bar.advance

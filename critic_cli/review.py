@@ -14,7 +14,7 @@ from critic_cli import checks as checks_module
 from critic_cli import signals
 from critic_cli.config import Settings
 from critic_cli.errors import CriticError, ReflectionError
-from critic_cli.inputs import BadInput, Draft, Item
+from critic_cli.inputs import BadInput, Draft, Item, resolve_item
 from critic_cli.record import Gate, Record, Reflection, Summary, most_severe
 from critic_cli.rules import Rule, Ruleset, load_packs, retrieve
 
@@ -254,23 +254,50 @@ def _outcome(verdict: Any, start: float, *, cached: bool = False) -> Outcome:
 
 def triage(plan: Plan, item: Item) -> Record | Assessment:
     """Return the record when no model call is needed, else the assessment to send."""
-    if isinstance(item, BadInput):
-        return bad_input_record(plan, item)
-    assessment = assess(plan, item)
+    draft = resolve_item(item)
+    if isinstance(draft, BadInput):
+        return bad_input_record(plan, draft)
+    assessment = assess(plan, draft)
     if not needs_model(plan, assessment):
         return finish(plan, assessment)
     return prepare_messages(plan, assessment)
+
+
+def decide(plan: Plan, item: Item) -> Record:
+    """Return the record of a draft decided without the model (a gate-only plan)."""
+    result = triage(plan, item)
+    assert isinstance(result, Record), "decide() is for plans that make no model call"
+    return result
+
+
+def run_rendered(plan: Plan, items: Iterable[Item], render: Callable[[Record], str],
+                 write: Callable[[str, str], None]) -> Summary:
+    """Gate-only: render each record where it is decided, then ``write(verdict, text)`` in order.
+
+    For stateless formats (JSON Lines): with many drafts the records are rendered in the worker
+    processes, so only their text comes back.
+    """
+    from critic_cli import parallel
+
+    assert not plan.reflects, "run_rendered() is for plans that make no model call"
+    summary = Summary()
+    for verdict, text in parallel.rendered(plan, items, parallel.workers_for(plan.settings),
+                                           render):
+        summary.verdicts[verdict] += 1
+        write(verdict, text)
+    summary.seconds = time.perf_counter() - summary.started
+    return summary
 
 
 def run(plan: Plan, items: Iterable[Item], emit: Callable[[Record], None]) -> Summary:
     """Review every item, calling ``emit`` with each record in input order."""
     summary = Summary()
     if not plan.reflects:
-        for item in items:
-            result = triage(plan, item)
-            assert isinstance(result, Record)
-            summary.add(result)
-            emit(result)
+        from critic_cli import parallel
+
+        for record in parallel.records(plan, items, parallel.workers_for(plan.settings)):
+            summary.add(record)
+            emit(record)
     else:
         import asyncio
 

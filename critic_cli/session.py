@@ -1,6 +1,5 @@
 """One command's run from resolved options to written report: what ``cli.py`` calls."""
 
-import contextlib
 import json
 import os
 import sys
@@ -10,10 +9,10 @@ from typing import Any, NamedTuple
 from critic_cli import config as config_module
 from critic_cli import inputs
 from critic_cli.errors import UsageError
-from critic_cli.output import Sink
+from critic_cli.output import Sink, progress
 from critic_cli.record import Record
 from critic_cli.report import FORMATS, Context, make
-from critic_cli.review import Plan, plan, requests, run
+from critic_cli.review import Plan, plan, requests, run, run_rendered
 
 
 class Request(NamedTuple):
@@ -106,27 +105,24 @@ def review(flags: Mapping[str, Any], request: Request) -> int:
     show_progress = several and not request.quiet and sys.stderr.isatty()
     # Gate-only records come fast: let the stream buffer them. With a model, each is flushed.
     with Sink(request.output, flush_each=the_plan.reflects) as sink, \
-            _progress(show_progress) as advance:
+            progress(show_progress) as advance:
         sink.write(report.start())
 
         def emit(record: Record) -> None:
             sink.write(report.add(record))
-            advance(record)
+            advance(record.verdict)
 
-        summary = run(the_plan, items, emit)
+        def write(verdict: str, text: str) -> None:
+            sink.write(text)
+            advance(verdict)
+
+        render = getattr(report, "stateless", None)
+        if render is not None and not the_plan.reflects:
+            summary = run_rendered(the_plan, items, render, write)
+        else:
+            summary = run(the_plan, items, emit)
         sink.write(report.finish(summary) if not request.quiet or name != "text" else "")
     return summary.exit_code(settings.fail_on)
-
-
-@contextlib.contextmanager
-def _progress(show: bool) -> Iterator[Any]:
-    if not show:
-        yield lambda record: None
-        return
-    from critic_cli.report.text import ProgressBar
-
-    with ProgressBar(None) as bar:
-        yield bar.advance
 
 
 def _apply(the_plan: Plan, items: Iterator[inputs.Item], request: Request) -> int:

@@ -220,3 +220,35 @@ def test_canned_outputs_replay_from_the_committed_cache_offline(run, tmp_path, m
     assert [r["verdict"] for r in got].count("error") == 0
     assert all(r["reflection"]["cached"] for r in got if r["reflection"]["ran"])
     assert sum(r["reflection"]["ran"] for r in got) == 11
+
+
+def big_jsonl(write, count: int = 2600) -> str:
+    """Write a JSONL file large enough for the multi-process path, with some bad lines."""
+    lines = []
+    for i in range(count):
+        if i % 997 == 5:
+            lines.append("{broken")
+            continue
+        nodes = [{"score": (i % 10) / 10, "tags": ["credentials"] if i % 7 == 0 else []}]
+        lines.append(json.dumps({"id": f"d{i}", "draft": f"draft {i} AKIA{'Q' * 16}" if i % 500
+                                 == 3 else f"draft {i}", "activation": {"activated_nodes": nodes}}))
+    return write("big.jsonl", "\n".join(lines) + "\n")
+
+
+def test_many_drafts_on_several_processes_match_one_process(run, write):
+    write("pack.yaml", "rules:\n  - id: aws\n    content: no keys\n    check: {pattern: "
+                       "'AKIA[0-9A-Z]{16}', action: refuse}\n")
+    path = big_jsonl(write)
+    args = ("review", "--jsonl", path, "-r", "pack.yaml", "-t", "credentials", "--no-config")
+    for fmt in ("jsonl", "json"):
+        one = run(*args, "-j", "1", "--format", fmt)
+        two = run(*args, "-j", "2", "--format", fmt)
+        assert one.exit_code == two.exit_code == 3  # the broken lines are error records
+        assert one.stdout == two.stdout
+    got = records(run(*args, "-j", "2").stdout)
+    assert len(got) == 2600
+    assert [r["source"] for r in got[:7]] == ["d0", "d1", "d2", "d3", "d4", f"{path}:6", "d6"]
+    assert got[3]["verdict"] == "refuse" and got[2003]["verdict"] == "refuse"
+    for i in range(1990, 2020):  # across the hand-over from this process to the workers
+        if i % 997 != 5:
+            assert (got[i]["sensitive_tag_hit"] == "credentials") == (i % 7 == 0), i

@@ -43,8 +43,15 @@ class JSONReport:
         return "\n]\n" if self.count else "]\n"
 
 
+def line(record: Record) -> str:
+    """Return a record as one JSON line."""
+    return _COMPACT.encode(record.to_dict()) + "\n"
+
+
 class JSONLinesReport:
     """One record per line, written as each completes."""
+
+    stateless = staticmethod(line)  # each record's text depends on that record alone
 
     def __init__(self, context: Context) -> None:
         del context
@@ -55,7 +62,7 @@ class JSONLinesReport:
 
     def add(self, record: Record) -> str:
         """Return the record as one line."""
-        return dumps(record) + "\n"
+        return line(record)
 
     def finish(self, summary: Summary) -> str:
         """Write nothing after the records."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -144,7 +145,9 @@ class ProgressBar:
             SpinnerColumn(), TextColumn("reviewing"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}/s"), TextColumn("[red]{task.fields[errors]} errors"),
             TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True,
+            auto_refresh=False,  # no refresh thread: a gate-only run may fork worker processes
         )
+        self.shown = 0.0
         self.task = self.progress.add_task("review", total=total, rate="0.0", errors=0)
         self.errors = 0
 
@@ -152,13 +155,17 @@ class ProgressBar:
         self.progress.start()
         return self
 
-    def advance(self, record: Record) -> None:
-        """Count one finished record."""
-        self.errors += record.verdict == "error"
+    def advance(self, verdict: str) -> None:
+        """Count one finished draft by its verdict."""
+        self.errors += verdict == "error"
         task = self.progress.tasks[0]
         elapsed = task.elapsed or 0.0
         rate = f"{(task.completed + 1) / elapsed:.1f}" if elapsed else "0.0"
         self.progress.update(self.task, advance=1, rate=rate, errors=self.errors)
+        now = time.monotonic()
+        if now - self.shown >= 0.1:
+            self.progress.refresh()
+            self.shown = now
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
