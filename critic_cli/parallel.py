@@ -34,7 +34,11 @@ def workers_for(settings: Settings) -> int:
 
 def _start(settings: Settings) -> None:
     global _plan
+    import signal
+
     from critic_cli.review import plan
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, quietly
 
     _plan = plan(settings)  # each worker loads the packs itself: compiled RE2 does not pickle
 

@@ -252,3 +252,23 @@ def test_many_drafts_on_several_processes_match_one_process(run, write):
     for i in range(1990, 2020):  # across the hand-over from this process to the workers
         if i % 997 != 5:
             assert (got[i]["sensitive_tag_hit"] == "credentials") == (i % 7 == 0), i
+
+
+def test_ctrl_c_during_a_multi_process_gate_only_run(tmp_path):
+    path = tmp_path / "many.jsonl"
+    with open(path, "w", encoding="utf-8") as out:
+        for i in range(60_000):
+            out.write(json.dumps({"id": f"d{i}", "draft": f"draft number {i} " * 20}) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRITIC_", "OPENAI_"))}
+    proc = subprocess.Popen([sys.executable, "-m", "critic_cli", "review", "--jsonl", str(path),
+                             "-j", "2", "--format", "jsonl", "--no-config"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the run is under way (the serial head is done)
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err == b"critic: interrupted\n"
+    lines = (first + rest).decode().splitlines()
+    assert 0 < len(lines) < 60_000
+    assert [json.loads(line)["source"] for line in lines] == [f"d{i}" for i in range(len(lines))]
