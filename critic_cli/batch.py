@@ -68,7 +68,6 @@ NO_RESULT = "no result from the batch engine"
 NO_KEY = "not-needed"
 _SNIPPET = 120
 _CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
-_TOKENS = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=*-]{8,}|\bsk-[A-Za-z0-9_*-]{6,}")
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -779,23 +778,15 @@ class _API:
     @property
     def where(self) -> str:
         """Return the endpoint as shown in messages, without credentials."""
-        from urllib.parse import urlsplit, urlunsplit
+        from critic_cli.provider import safe_url
 
-        url = self.base_url or "the default OpenAI endpoint"
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            return url
-        if parts.username is None and parts.password is None:
-            return url
-        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        return safe_url(self.base_url or "the default OpenAI endpoint")
 
     def scrub(self, text: str) -> str:
         """Remove the API key, and anything that looks like a key, from ``text``."""
-        if self.key:
-            text = text.replace(self.key, "[key]")
-        return _TOKENS.sub(lambda m: f"{m.group(1)}[key]" if m.group(1) else "[key]", text)
+        from critic_cli.provider import scrub
+
+        return scrub(text, self.key, self.base_url)
 
     @property
     def client(self) -> OpenAI:

@@ -86,84 +86,115 @@ def _root(
 
 FORMAT_NAMES = "text|json|jsonl|sarif|junit|github|markdown"
 
+# Options several commands share, declared once.
+Paths = Annotated[list[str] | None, typer.Argument(
+    help="Draft files or directories; '-' reads stdin.", show_default=False)]
+Activation = Annotated[str | None, typer.Option(
+    "--activation", "-a", help="Activation log (JSON), raw or resolved. [default: each "
+    "draft's NAME.activation.json, if any]")]
+JSONL = Annotated[str | None, typer.Option(
+    help='Read drafts from JSON Lines {"id", "draft", "activation"?}; - for stdin.')]
+Rules = Annotated[list[str] | None, typer.Option(
+    "--rules", "-r", help="Rule pack (YAML file, or a shipped pack: default, secrets, pii); "
+    "repeatable.")]
+Threshold = Annotated[float | None, typer.Option(
+    help="Gate threshold in [0, 1]; fires below it. [default: 0.6]")]
+SensitiveTags = Annotated[list[str] | None, typer.Option(
+    "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")]
+Model = Annotated[str | None, typer.Option(help="Model for reflection.")]
+BaseURL = Annotated[str | None, typer.Option(help="OpenAI-compatible API base URL.")]
+KeyEnv = Annotated[str | None, typer.Option(
+    help="Variable holding the API key. [default: CRITIC_API_KEY, OPENAI_API_KEY]")]
+Reflect = Annotated[bool | None, typer.Option(
+    "--reflect/--no-reflect", help="Ask the model when the gate fires.", show_default=False)]
+Timeout = Annotated[float | None, typer.Option(help="Seconds per attempt. [default: 60]")]
+Retries = Annotated[int | None, typer.Option(
+    help="Retries on 429, 5xx and timeouts. [default: 2]")]
+ResponseFormat = Annotated[str | None, typer.Option(
+    help="auto|json_schema|json_object|none. [default: auto]")]
+Template = Annotated[str | None, typer.Option(help="System prompt template with $placeholders.")]
+TopK = Annotated[int | None, typer.Option(
+    help="Procedural rules sent with the call. [default: 5]")]
+Temperature = Annotated[float | None, typer.Option(help="[default: 0]")]
+FailOn = Annotated[str | None, typer.Option(
+    help="Exit 1 at this verdict or above: approve|flagged|revise|refuse|never. "
+    "[default: revise]")]
+Jobs = Annotated[int | None, typer.Option(
+    "--jobs", "-j", help="Concurrent model calls (and processes for a large gate-only run). "
+    "[default: 8]")]
+Glob = Annotated[list[str] | None, typer.Option(
+    help="File pattern inside directories; repeatable. [default: *.txt, *.md]")]
+CacheDir = Annotated[str | None, typer.Option(help="Reply cache directory.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+Offline = Annotated[bool, typer.Option(
+    "--offline", help="Use cached replies only; a miss is an error.")]
+MaxBytes = Annotated[int | None, typer.Option(
+    help="Largest draft accepted, in bytes. [default: 1048576]")]
+Output = Annotated[str | None, typer.Option(
+    "--output", "-o", help="Write the report to FILE (atomically).")]
+Config = Annotated[str | None, typer.Option(
+    help="Config file. [default: the nearest .critic.yaml]")]
+NoConfig = Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Diagnostics on stderr.")]
+
+
+def _settings(*, sensitive_tag: list[str] | None = None, no_cache: bool = False,
+              offline: bool = False, **given: Any) -> dict[str, Any]:
+    """Return the review settings given as flags (None: not given) under their config names."""
+    return dict(given, sensitive_tags=sensitive_tag, cache=False if no_cache else None,
+                offline=True if offline else None)
+
 
 @app.command()
 def review(
-    paths: Annotated[list[str] | None, typer.Argument(
-        help="Draft files or directories; '-' reads stdin.", show_default=False)] = None,
-    activation: Annotated[str | None, typer.Option(
-        "--activation", "-a", help="Activation log (JSON), raw or resolved.")] = None,
-    rules: Annotated[list[str] | None, typer.Option(
-        "--rules", "-r", help="Rule pack (YAML); repeatable.")] = None,
-    threshold: Annotated[float | None, typer.Option(
-        help="Gate threshold in [0, 1]; fires below it. [default: 0.6]")] = None,
-    sensitive_tag: Annotated[list[str] | None, typer.Option(
-        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model for reflection.")] = None,
-    base_url: Annotated[str | None, typer.Option(
-        help="OpenAI-compatible API base URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(
-        help="Variable holding the API key. [default: CRITIC_API_KEY, OPENAI_API_KEY]")] = None,
-    reflect: Annotated[bool | None, typer.Option(
-        "--reflect/--no-reflect", help="Ask the model when the gate fires.",
-        show_default=False)] = None,
-    timeout: Annotated[float | None, typer.Option(
-        help="Seconds per attempt. [default: 60]")] = None,
-    max_retries: Annotated[int | None, typer.Option(
-        help="Retries on 429, 5xx and timeouts. [default: 2]")] = None,
-    response_format: Annotated[str | None, typer.Option(
-        help="auto|json_schema|json_object|none. [default: auto]")] = None,
-    prompt_template: Annotated[str | None, typer.Option(
-        help="System prompt template with $placeholders.")] = None,
-    top_k: Annotated[int | None, typer.Option(
-        help="Procedural rules sent with the call. [default: 5]")] = None,
-    temperature: Annotated[float | None, typer.Option(help="[default: 0]")] = None,
+    paths: Paths = None,
+    activation: Activation = None,
+    rules: Rules = None,
+    threshold: Threshold = None,
+    sensitive_tag: SensitiveTags = None,
+    model: Model = None,
+    base_url: BaseURL = None,
+    api_key_env: KeyEnv = None,
+    reflect: Reflect = None,
+    timeout: Timeout = None,
+    max_retries: Retries = None,
+    response_format: ResponseFormat = None,
+    prompt_template: Template = None,
+    top_k: TopK = None,
+    temperature: Temperature = None,
     output_format: Annotated[str | None, typer.Option(
         "--format", "-f", help=f"{FORMAT_NAMES}. [default: text on a terminal, else json; "
         "jsonl for several drafts]")] = None,
-    output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="Write the report to FILE (atomically).")] = None,
+    output: Output = None,
     apply: Annotated[bool, typer.Option(
         "--apply", help="Print the final text: the draft, the revision or the refusal.")
     ] = False,
-    fail_on: Annotated[str | None, typer.Option(
-        help="Exit 1 at this verdict or above: approve|flagged|revise|refuse|never. "
-        "[default: revise]")] = None,
-    jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", help="Concurrent model calls. [default: 8]")] = None,
-    jsonl: Annotated[str | None, typer.Option(
-        help='Read drafts from JSON Lines {"id", "draft", "activation"?}; - for stdin.')
-    ] = None,
-    glob: Annotated[list[str] | None, typer.Option(
-        help="File pattern inside directories; repeatable. [default: *.txt, *.md]")] = None,
-    cache_dir: Annotated[str | None, typer.Option(help="Reply cache directory.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the "
-                                           "cache.")] = False,
-    offline: Annotated[bool, typer.Option(
-        "--offline", help="Use cached replies only; a miss is an error.")] = False,
+    fail_on: FailOn = None,
+    jobs: Jobs = None,
+    jsonl: JSONL = None,
+    glob: Glob = None,
+    cache_dir: CacheDir = None,
+    no_cache: NoCache = False,
+    offline: Offline = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the requests that would be sent; call nothing.")] = False,
-    max_bytes: Annotated[int | None, typer.Option(
-        help="Largest draft accepted, in bytes. [default: 1048576]")] = None,
-    config: Annotated[str | None, typer.Option(
-        help="Config file. [default: the nearest .critic.yaml]")] = None,
-    no_config: Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")
-    ] = False,
+    max_bytes: MaxBytes = None,
+    config: Config = None,
+    no_config: NoConfig = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")
     ] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Diagnostics on stderr.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Review drafts: gate, checks, and (when the gate fires) one model call."""
     from critic_cli import session
 
-    flags = dict(
+    flags = _settings(
         model=model, base_url=base_url, api_key_env=api_key_env, threshold=threshold,
-        sensitive_tags=sensitive_tag, rules=rules, fail_on=fail_on, top_k=top_k, jobs=jobs,
+        sensitive_tag=sensitive_tag, rules=rules, fail_on=fail_on, top_k=top_k, jobs=jobs,
         timeout=timeout, max_retries=max_retries, response_format=response_format,
         prompt_template=prompt_template, temperature=temperature, reflect=reflect,
-        max_bytes=max_bytes, glob=glob, cache_dir=cache_dir,
-        cache=False if no_cache else None, offline=True if offline else None,
+        max_bytes=max_bytes, glob=glob, cache_dir=cache_dir, no_cache=no_cache,
+        offline=offline,
     )
     request = session.Request(
         paths=paths or [], activation=activation, jsonl=jsonl, output_format=output_format,
@@ -177,15 +208,13 @@ def review(
 def explain(
     activation: Annotated[str | None, typer.Option(
         "--activation", "-a", help="Activation log (JSON); - for stdin.")] = None,
-    threshold: Annotated[float | None, typer.Option(help="[default: 0.6]")] = None,
-    sensitive_tag: Annotated[list[str] | None, typer.Option(
-        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
+    threshold: Threshold = None,
+    sensitive_tag: SensitiveTags = None,
     rules: Annotated[list[str] | None, typer.Option(
         "--rules", "-r", help="Rule pack whose tags count; repeatable.")] = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text|json")] = "text",
-    config: Annotated[str | None, typer.Option(help="Config file.")] = None,
-    no_config: Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")
-    ] = False,
+    config: Config = None,
+    no_config: NoConfig = False,
 ) -> None:
     """Show the gate's arithmetic for an activation log, step by step."""
     from critic_cli import session
@@ -198,41 +227,24 @@ def explain(
 def eval_(
     cases: Annotated[str, typer.Argument(help="Cases file (YAML): labeled drafts.",
                                          show_default=False)],
-    rules: Annotated[list[str] | None, typer.Option(
-        "--rules", "-r", help="Rule pack (YAML); repeatable. Replaces the packs in settings.")
-    ] = None,
-    threshold: Annotated[float | None, typer.Option(
-        help="Gate threshold in [0, 1]; fires below it. [default: 0.6]")] = None,
-    sensitive_tag: Annotated[list[str] | None, typer.Option(
-        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model for reflection.")] = None,
-    base_url: Annotated[str | None, typer.Option(
-        help="OpenAI-compatible API base URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(
-        help="Variable holding the API key. [default: CRITIC_API_KEY, OPENAI_API_KEY]")] = None,
-    reflect: Annotated[bool | None, typer.Option(
-        "--reflect/--no-reflect", help="Ask the model when the gate fires.",
-        show_default=False)] = None,
-    timeout: Annotated[float | None, typer.Option(
-        help="Seconds per attempt. [default: 60]")] = None,
-    max_retries: Annotated[int | None, typer.Option(
-        help="Retries on 429, 5xx and timeouts. [default: 2]")] = None,
-    response_format: Annotated[str | None, typer.Option(
-        help="auto|json_schema|json_object|none. [default: auto]")] = None,
-    prompt_template: Annotated[str | None, typer.Option(
-        help="System prompt template with $placeholders.")] = None,
-    top_k: Annotated[int | None, typer.Option(
-        help="Procedural rules sent with the call. [default: 5]")] = None,
-    temperature: Annotated[float | None, typer.Option(help="[default: 0]")] = None,
-    jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", help="Concurrent model calls. [default: 8]")] = None,
-    cache_dir: Annotated[str | None, typer.Option(help="Reply cache directory.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the "
-                                           "cache.")] = False,
-    offline: Annotated[bool, typer.Option(
-        "--offline", help="Use cached replies only; a miss is an error.")] = False,
-    max_bytes: Annotated[int | None, typer.Option(
-        help="Largest draft accepted, in bytes. [default: 1048576]")] = None,
+    rules: Rules = None,
+    threshold: Threshold = None,
+    sensitive_tag: SensitiveTags = None,
+    model: Model = None,
+    base_url: BaseURL = None,
+    api_key_env: KeyEnv = None,
+    reflect: Reflect = None,
+    timeout: Timeout = None,
+    max_retries: Retries = None,
+    response_format: ResponseFormat = None,
+    prompt_template: Template = None,
+    top_k: TopK = None,
+    temperature: Temperature = None,
+    jobs: Jobs = None,
+    cache_dir: CacheDir = None,
+    no_cache: NoCache = False,
+    offline: Offline = False,
+    max_bytes: MaxBytes = None,
     min_accuracy: Annotated[float | None, typer.Option(
         help="Exit 1 when accuracy is below this, in [0, 1].")] = None,
     max_false_approvals: Annotated[int | None, typer.Option(
@@ -242,26 +254,21 @@ def eval_(
     output_format: Annotated[str | None, typer.Option(
         "--format", "-f", help="text|json|junit|markdown. [default: text on a terminal, "
         "else json]")] = None,
-    output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="Write the report to FILE (atomically).")] = None,
-    config: Annotated[str | None, typer.Option(
-        help="Config file. [default: the nearest .critic.yaml]")] = None,
-    no_config: Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")
-    ] = False,
+    output: Output = None,
+    config: Config = None,
+    no_config: NoConfig = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Diagnostics on stderr.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Score critic on labeled drafts: accuracy, confusion matrix, misses; gates for CI."""
     from critic_cli import evaluate
 
-    flags = dict(
+    flags = _settings(
         model=model, base_url=base_url, api_key_env=api_key_env, threshold=threshold,
-        sensitive_tags=sensitive_tag, rules=rules, top_k=top_k, jobs=jobs, timeout=timeout,
+        sensitive_tag=sensitive_tag, rules=rules, top_k=top_k, jobs=jobs, timeout=timeout,
         max_retries=max_retries, response_format=response_format,
         prompt_template=prompt_template, temperature=temperature, reflect=reflect,
-        max_bytes=max_bytes, cache_dir=cache_dir, cache=False if no_cache else None,
-        offline=True if offline else None,
+        max_bytes=max_bytes, cache_dir=cache_dir, no_cache=no_cache, offline=offline,
     )
     request = evaluate.Request(
         cases=cases, output_format=output_format, output=output, min_accuracy=min_accuracy,
@@ -325,24 +332,11 @@ batch_app = typer.Typer(
     "fetch, collect.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(batch_app, name="batch")
 
-_BaseURL = Annotated[str | None, typer.Option(help="OpenAI-compatible API base URL.")]
-_KeyEnv = Annotated[str | None, typer.Option(
-    help="Variable holding the API key. [default: CRITIC_API_KEY, OPENAI_API_KEY]")]
-_Timeout = Annotated[float | None, typer.Option(help="Seconds per attempt. [default: 60]")]
-_Retries = Annotated[int | None, typer.Option(help="Retries on 429, 5xx and timeouts. "
-                                              "[default: 2]")]
-_Config = Annotated[str | None, typer.Option(
-    help="Config file. [default: the nearest .critic.yaml]")]
-_NoConfig = Annotated[bool, typer.Option("--no-config", help="Ignore .critic.yaml.")]
-
 
 @batch_app.command("prepare")
 def batch_prepare(
-    paths: Annotated[list[str] | None, typer.Argument(
-        help="Draft files or directories; '-' reads stdin.", show_default=False)] = None,
-    jsonl: Annotated[str | None, typer.Option(
-        help='Read drafts from JSON Lines {"id", "draft", "activation"?}; - for stdin.')
-    ] = None,
+    paths: Paths = None,
+    jsonl: JSONL = None,
     output: Annotated[str, typer.Option(
         "--output", "-o", help="First request file; more are NAME.001.jsonl, ...")
     ] = "requests.jsonl",
@@ -351,49 +345,41 @@ def batch_prepare(
     max_lines: Annotated[int, typer.Option(help="Requests per file at most.")] = 50_000,
     max_bytes: Annotated[int, typer.Option(help="Bytes per request file at most.")
     ] = 200_000_000,
-    activation: Annotated[str | None, typer.Option(
-        "--activation", "-a", help="Activation log (JSON) for the drafts named as paths.")
-    ] = None,
-    rules: Annotated[list[str] | None, typer.Option(
-        "--rules", "-r", help="Rule pack (YAML); repeatable.")] = None,
-    threshold: Annotated[float | None, typer.Option(
-        help="Gate threshold in [0, 1]; fires below it. [default: 0.6]")] = None,
-    sensitive_tag: Annotated[list[str] | None, typer.Option(
-        "--sensitive-tag", "-t", help="A tag that fires the gate; repeatable.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model for reflection.")] = None,
+    activation: Activation = None,
+    rules: Rules = None,
+    threshold: Threshold = None,
+    sensitive_tag: SensitiveTags = None,
+    model: Model = None,
     base_url: Annotated[str | None, typer.Option(
         help="Base URL the replies are cached under (as critic review would).")] = None,
     response_format: Annotated[str | None, typer.Option(
         help="auto|json_schema|json_object|none; the first one auto tries is sent. "
         "[default: auto]")] = None,
-    prompt_template: Annotated[str | None, typer.Option(
-        help="System prompt template with $placeholders.")] = None,
-    top_k: Annotated[int | None, typer.Option(
-        help="Procedural rules sent with the call. [default: 5]")] = None,
-    temperature: Annotated[float | None, typer.Option(help="[default: 0]")] = None,
+    prompt_template: Template = None,
+    top_k: TopK = None,
+    temperature: Temperature = None,
     fail_on: Annotated[str | None, typer.Option(
         help="Kept for collect: approve|flagged|revise|refuse|never. [default: revise]")
     ] = None,
-    glob: Annotated[list[str] | None, typer.Option(
-        help="File pattern inside directories; repeatable. [default: *.txt, *.md]")] = None,
-    cache_dir: Annotated[str | None, typer.Option(help="Reply cache directory.")] = None,
+    glob: Glob = None,
+    cache_dir: CacheDir = None,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Send every draft; collect fills no cache.")] = False,
     max_draft_bytes: Annotated[int | None, typer.Option(
         help="Largest draft accepted, in bytes. [default: 1048576]")] = None,
-    config: _Config = None,
-    no_config: _NoConfig = False,
+    config: Config = None,
+    no_config: NoConfig = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")
     ] = False,
 ) -> None:
     """Decide drafts locally; write Batch API request lines for the rest, and a state file."""
     from critic_cli import batch
 
-    flags = dict(
-        model=model, base_url=base_url, threshold=threshold, sensitive_tags=sensitive_tag,
+    flags = _settings(
+        model=model, base_url=base_url, threshold=threshold, sensitive_tag=sensitive_tag,
         rules=rules, fail_on=fail_on, top_k=top_k, response_format=response_format,
         prompt_template=prompt_template, temperature=temperature, max_bytes=max_draft_bytes,
-        glob=glob, cache_dir=cache_dir, cache=False if no_cache else None,
+        glob=glob, cache_dir=cache_dir, no_cache=no_cache,
     )
     request = batch.PrepareRequest(
         paths=paths or [], activation=activation, jsonl=jsonl, output=output, state=state,
@@ -422,8 +408,7 @@ def batch_collect(
     output_format: Annotated[str | None, typer.Option(
         "--format", "-f", help=f"{FORMAT_NAMES}. [default: text on a terminal, else jsonl]")
     ] = None,
-    output: Annotated[str | None, typer.Option(
-        "--output", "-o", help="Write the report to FILE (atomically).")] = None,
+    output: Output = None,
     fail_on: Annotated[str | None, typer.Option(
         help="Exit 1 at this verdict or above. [default: as prepared]")] = None,
     cache_dir: Annotated[str | None, typer.Option(
@@ -431,8 +416,7 @@ def batch_collect(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Cache nothing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")
     ] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Diagnostics on stderr.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Merge the engine's results with the state: every record, in input order."""
     from critic_cli import batch
@@ -448,12 +432,12 @@ def batch_collect(
 def batch_submit(
     files: Annotated[list[str], typer.Argument(help="Request files from prepare.",
                                                show_default=False)],
-    base_url: _BaseURL = None,
-    api_key_env: _KeyEnv = None,
-    timeout: _Timeout = None,
-    max_retries: _Retries = None,
-    config: _Config = None,
-    no_config: _NoConfig = False,
+    base_url: BaseURL = None,
+    api_key_env: KeyEnv = None,
+    timeout: Timeout = None,
+    max_retries: Retries = None,
+    config: Config = None,
+    no_config: NoConfig = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the batch ids.")
     ] = False,
 ) -> None:
@@ -474,12 +458,12 @@ def batch_status(
     interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 30.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per batch.")
     ] = False,
-    base_url: _BaseURL = None,
-    api_key_env: _KeyEnv = None,
-    timeout: _Timeout = None,
-    max_retries: _Retries = None,
-    config: _Config = None,
-    no_config: _NoConfig = False,
+    base_url: BaseURL = None,
+    api_key_env: KeyEnv = None,
+    timeout: Timeout = None,
+    max_retries: Retries = None,
+    config: Config = None,
+    no_config: NoConfig = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress.")] = False,
 ) -> None:
     """Show batches' status; exit 3 when one failed, expired or was cancelled."""
@@ -498,12 +482,12 @@ def batch_fetch(
     batch_ids: Annotated[list[str], typer.Argument(help="Batch ids.", show_default=False)],
     output: Annotated[str, typer.Option(
         "--output", "-o", help="Directory for ID.output.jsonl and ID.errors.jsonl.")] = ".",
-    base_url: _BaseURL = None,
-    api_key_env: _KeyEnv = None,
-    timeout: _Timeout = None,
-    max_retries: _Retries = None,
-    config: _Config = None,
-    no_config: _NoConfig = False,
+    base_url: BaseURL = None,
+    api_key_env: KeyEnv = None,
+    timeout: Timeout = None,
+    max_retries: Retries = None,
+    config: Config = None,
+    no_config: NoConfig = False,
 ) -> None:
     """Download batches' output and error files; print their paths."""
     from critic_cli import batch

@@ -101,8 +101,8 @@ class Provider:
     def base_url(self) -> str:
         """Return the endpoint as shown in messages, without any credentials in it."""
         if self._client is not None:
-            return _safe_url(str(self._client.base_url).rstrip("/"))
-        return _safe_url(self.settings.base_url or "the default OpenAI endpoint")
+            return safe_url(str(self._client.base_url).rstrip("/"))
+        return safe_url(self.settings.base_url or "the default OpenAI endpoint")
 
     def connect(self) -> AsyncOpenAI:
         """Return the client, creating it (and importing openai) on first use."""
@@ -173,14 +173,17 @@ class Provider:
             await client.close()
 
     def _scrub(self, text: str) -> str:
-        """Remove the API key and anything that looks like a bearer token from ``text``."""
-        key = self.settings.api_key
-        if key:
-            text = text.replace(key, "[key]")
-        password = _password(self.settings.base_url)
-        if password:
-            text = text.replace(password, "[password]")
-        return _TOKENS.sub(lambda m: f"{m.group(1)}[key]" if m.group(1) else "[key]", text)
+        return scrub(text, self.settings.api_key, self.settings.base_url)
+
+
+def scrub(text: str, key: str | None, base_url: str | None) -> str:
+    """Remove the API key, a password in the base URL, and anything like a token from text."""
+    if key:
+        text = text.replace(key, "[key]")
+    password = _password(base_url)
+    if password:
+        text = text.replace(password, "[password]")
+    return _TOKENS.sub(lambda m: f"{m.group(1)}[key]" if m.group(1) else "[key]", text)
 
 
 def _response_type() -> Any:
@@ -225,7 +228,7 @@ def _password(url: str | None) -> str | None:
         return None
 
 
-def _safe_url(url: str) -> str:
+def safe_url(url: str) -> str:
     """Drop any user:password from a URL shown in a message."""
     try:
         parts = urlsplit(url)
