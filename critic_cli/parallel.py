@@ -7,7 +7,6 @@ for starting processes: the first drafts are decided here while the rest are cou
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -19,6 +18,8 @@ from critic_cli.inputs import Item
 from critic_cli.record import Record
 
 if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
     from critic_cli.review import Plan
 
 SERIAL_FIRST = 2000
@@ -92,10 +93,12 @@ def _map(plan: Plan, items: Iterable[Item], workers: int, render: Render | None
         return
     # fork: the workers start at once and re-import nothing (critic runs no threads of its
     # own here: the progress bar refreshes by hand); spawn where there is no fork.
+    import multiprocessing  # only now: a small run never pays for it
+
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with context.Pool(workers, initializer=_start, initargs=(plan.settings,)) as pool:
-        pending: deque[multiprocessing.pool.AsyncResult[list[Any]]] = deque()
+        pending: deque[AsyncResult[list[Any]]] = deque()
         for chunk in _chunks(chain([rest], iterator), CHUNK):
             pending.append(pool.apply_async(_decide_chunk, (chunk, render)))
             if len(pending) >= 3 * workers:  # a bounded window: memory stays flat
