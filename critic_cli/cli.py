@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from critic_cli import __version__
-from critic_cli.errors import EXIT_INTERRUPTED, CriticError
+from critic_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CriticError
 
 EXIT_INTERNAL = 70
 
@@ -40,7 +40,14 @@ class _CriticGroup(TyperGroup):
             sys.stderr.write("critic: interrupted\n")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as exc:
-            if os.environ.get("CRITIC_RAISE_ERRORS") == "1" or _is_usage(exc):
+            if _is_usage(exc):
+                # Click's own usage errors (an unknown option, a value of the wrong type):
+                # one line too, with where to look instead of the usage block.
+                context = getattr(exc, "ctx", None)
+                where = getattr(context, "command_path", None) or "critic"
+                _error(f"{exc.format_message()} (see '{where} --help')")  # type: ignore[attr-defined]
+                raise typer.Exit(EXIT_USAGE) from None
+            if os.environ.get("CRITIC_RAISE_ERRORS") == "1":
                 raise
             _error(f"internal error: {type(exc).__name__}: {exc} "
                    "(set CRITIC_RAISE_ERRORS=1 for the traceback)")
@@ -48,8 +55,7 @@ class _CriticGroup(TyperGroup):
 
 
 def _is_usage(exc: Exception) -> bool:
-    # Click's own usage errors carry an exit code and print their usage; let them through.
-    return hasattr(exc, "exit_code") and hasattr(exc, "show")
+    return hasattr(exc, "exit_code") and hasattr(exc, "format_message")
 
 
 def _error(message: str) -> None:

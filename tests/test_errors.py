@@ -497,3 +497,14 @@ def test_config_names_a_shipped_pack(run: Run, write: Write) -> None:
     result = review(run, "leak.txt")
     assert result.exit_code == 1, result.stderr
     assert json.loads(result.stdout)["checks"][0]["rule"] == "aws-access-key-id"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("review", "--bogus"), "No such option: --bogus"),
+    (("review", "--threshold", "abc", "x"), "Invalid value for '--threshold'"),
+    (("revew",), "No such command 'revew'. Did you mean 'review'?"),
+    (("eval",), "Missing argument 'cases'."),
+])
+def test_usage_errors_are_one_line(run: Run, args: tuple[str, ...], expected: str) -> None:
+    line = assert_error(run(*args), re.compile(r"critic: error: .+ \(see 'critic.* --help'\)"))
+    assert expected in line
