@@ -57,6 +57,7 @@ def run() -> Run:
     """Return a helper that runs ``critic ARGS...`` and returns the CliRunner result."""
 
     def invoke(*args: str, input: str | bytes | None = None, **kwargs: object) -> Result:
+        kwargs.setdefault("prog_name", "critic")
         return runner.invoke(app, list(args), input=input, **kwargs)  # type: ignore[arg-type]
 
     return invoke
