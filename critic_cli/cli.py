@@ -7,6 +7,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+import typer.main
 from typer.core import TyperGroup
 
 from critic_cli import __version__
@@ -16,7 +17,22 @@ EXIT_INTERNAL = 70
 
 
 class _CriticGroup(TyperGroup):
-    """Turn every CriticError into one line on stderr and its exit code, in one place."""
+    """Turn every CriticError into one line on stderr and its exit code, in one place.
+
+    It also builds the rarely used commands (``eval``, ``batch``) only when they are asked
+    for: typer turns every option of every command into a click parameter at start-up.
+    """
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        return [*super().list_commands(ctx), *(name for name in _LAZY if name not in
+                                                self.commands)]
+
+    def get_command(self, ctx: typer.Context, name: str) -> Any:  # type: ignore[override]
+        command = super().get_command(ctx, name)
+        if command is None and name in _LAZY:
+            command = typer.main.get_command(_LAZY[name])
+            command.name = name
+        return command
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
@@ -229,7 +245,10 @@ def explain(
     sys.stdout.write(session.explain(flags, activation, output_format, config, not no_config))
 
 
-@app.command("eval")
+eval_app = typer.Typer(rich_markup_mode=None, add_completion=False)
+
+
+@eval_app.command("eval")
 def eval_(
     cases: Annotated[str, typer.Argument(help="Cases file (YAML): labeled drafts.",
                                          show_default=False)],
@@ -336,7 +355,6 @@ def init(
 batch_app = typer.Typer(
     help="Review millions of drafts on a batch inference engine: prepare, submit, status, "
     "fetch, collect.", no_args_is_help=True, rich_markup_mode=None)
-app.add_typer(batch_app, name="batch")
 
 
 @batch_app.command("prepare")
@@ -502,6 +520,9 @@ def batch_fetch(
                  max_retries=max_retries)
     paths = batch.fetch(flags, batch_ids, output, config=config, use_config=not no_config)
     sys.stdout.write("".join(f"{path}\n" for path in paths))
+
+
+_LAZY: dict[str, typer.Typer] = {"eval": eval_app, "batch": batch_app}
 
 
 def main() -> None:

@@ -260,14 +260,16 @@ def test_ctrl_c_during_a_multi_process_gate_only_run(tmp_path):
         for i in range(60_000):
             out.write(json.dumps({"id": f"d{i}", "draft": f"draft number {i} " * 20}) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CRITIC_", "OPENAI_"))}
-    proc = subprocess.Popen([sys.executable, "-m", "critic_cli", "review", "--jsonl", str(path),
-                             "-j", "2", "--format", "jsonl", "--no-config"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    first = proc.stdout.readline()  # the run is under way (the serial head is done)
-    proc.send_signal(signal.SIGINT)
-    rest, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    command = [sys.executable, "-m", "critic_cli", "review", "--jsonl", str(path), "-j", "2",
+               "--format", "jsonl", "--no-config"]
+    with subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()  # the run is under way (the serial head is done)
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stdout.read()  # this buffered reader: communicate() would skip its buffer
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, err
     assert err == b"critic: interrupted\n"
     lines = (first + rest).decode().splitlines()
     assert 0 < len(lines) < 60_000
