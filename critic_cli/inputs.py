@@ -18,6 +18,7 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_GLOBS = ("*.txt", "*.md")
 STDIN = "-"
 LOG_LISTS = ("activated_nodes", "inference_paths", "traversed_edges")
+SIDECAR_SUFFIX = ".activation.json"
 
 
 class Draft(NamedTuple):
@@ -302,6 +303,8 @@ def expand_paths(paths: Iterable[str], globs: Iterable[str] = DEFAULT_GLOBS) -> 
             for top, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
+                    if name.endswith(SIDECAR_SUFFIX):
+                        continue  # a draft's activation log, not a draft
                     if any(fnmatch(name, pattern) for pattern in patterns):
                         yield os.path.join(top, name)
         else:
@@ -313,9 +316,6 @@ def check_paths(paths: Iterable[str]) -> None:
     for path in paths:
         if path != STDIN and not os.path.exists(path):
             raise InputError(f"{path}: no such file or directory")
-
-
-SIDECAR_SUFFIX = ".activation.json"
 
 
 def sidecar(path: str) -> str | None:
@@ -352,6 +352,15 @@ def drafts_from_paths(
                         given or {})
         except InputError as exc:
             yield BadInput("<stdin>", exc.message)
+
+
+def count_lines(path: str) -> int:
+    """Return the number of non-blank lines of a JSONL file (0 when it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0
 
 
 def drafts_from_jsonl(

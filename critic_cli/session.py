@@ -54,8 +54,7 @@ def _items(the_plan: Plan, request: Request) -> tuple[Iterator[inputs.Item], boo
     activation = inputs.read_activation(request.activation) if request.activation else None
     several = request.jsonl is not None or len(paths) > 1 or any(
         p != inputs.STDIN and os.path.isdir(p) for p in paths)
-    expanded = (path for path in inputs.expand_paths(paths, settings.glob)
-                if not path.endswith(inputs.SIDECAR_SUFFIX))
+    expanded = inputs.expand_paths(paths, settings.glob)
     if not several:
         # A single named file is read up front: any problem is a usage error (exit 2).
         text = inputs.read_draft(paths[0], max_bytes=settings.max_bytes)
@@ -69,6 +68,16 @@ def _items(the_plan: Plan, request: Request) -> tuple[Iterator[inputs.Item], boo
             yield from inputs.drafts_from_jsonl(request.jsonl, max_bytes=settings.max_bytes)
 
     return chain(), True
+
+
+def _count(the_plan: Plan, request: Request) -> int | None:
+    """Return how many drafts there are, for the progress bar's ETA (None: cannot tell)."""
+    if inputs.STDIN in request.paths or request.jsonl == inputs.STDIN:
+        return None
+    total = sum(1 for _ in inputs.expand_paths(request.paths, the_plan.settings.glob))
+    if request.jsonl is not None:
+        total += inputs.count_lines(request.jsonl)
+    return total
 
 
 def _format(request: Request, several: bool) -> str:
@@ -103,9 +112,10 @@ def review(flags: Mapping[str, Any], request: Request) -> int:
     report = make(name, Context(fail_on=settings.fail_on, several=several, color=color,
                                 verbose=request.verbose))
     show_progress = several and not request.quiet and sys.stderr.isatty()
+    total = _count(the_plan, request) if show_progress else None
     # Gate-only records come fast: let the stream buffer them. With a model, each is flushed.
     with Sink(request.output, flush_each=the_plan.reflects) as sink, \
-            progress(show_progress) as advance:
+            progress(show_progress, total) as advance:
         sink.write(report.start())
 
         def emit(record: Record) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -274,3 +275,29 @@ def test_ctrl_c_during_a_multi_process_gate_only_run(tmp_path):
     lines = (first + rest).decode().splitlines()
     assert 0 < len(lines) < 60_000
     assert [json.loads(line)["source"] for line in lines] == [f"d{i}" for i in range(len(lines))]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_counts_rate_and_errors():
+    from critic_cli.report.text import ProgressBar
+
+    screen = _Terminal()
+    with ProgressBar(3, file=screen) as bar:
+        for verdict in ("approve", "error", "revise"):
+            bar.advance(verdict)
+        bar.progress.refresh()
+        shown = screen.getvalue()
+    assert "3/3" in shown
+    assert "1 errors" in shown
+    assert "/s" in shown
+
+
+def test_sidecars_are_not_drafts_even_when_the_glob_matches_them(run, write):
+    write("d/a.json", "{}")
+    write("d/a.activation.json", SURE)
+    result = run("review", "d", "--glob", "*.json", "--no-config")
+    assert [r["source"] for r in records(result.stdout)] == [os.path.join("d", "a.json")]

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -139,8 +139,8 @@ def render_explain(breakdown: Mapping[str, Any], context: Context) -> str:
 class ProgressBar:
     """A progress bar on stderr (count, rate, ETA, errors) when stderr is a terminal."""
 
-    def __init__(self, total: int | None) -> None:
-        self.console = Console(file=sys.stderr)
+    def __init__(self, total: int | None, file: IO[str] | None = None) -> None:
+        self.console = Console(file=file or sys.stderr)
         self.progress = Progress(
             SpinnerColumn(), TextColumn("reviewing"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}/s"), TextColumn("[red]{task.fields[errors]} errors"),
