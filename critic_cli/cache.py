@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +44,7 @@ class Cache:
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
+        self.write_failed = False
 
     def path(self, key: str) -> str:
         """Return the file that holds ``key``."""
@@ -64,7 +66,14 @@ class Cache:
         """Store a completion that parsed into a valid verdict, atomically."""
         entry = {"format": FORMAT, "key": key, "completion": _minimal(completion)}
         target = self.path(key)
-        write_atomic(target, json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
+        try:
+            write_atomic(target, json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
+        except OSError as exc:
+            # The verdict stands; only its replay is lost. Say so once, on stderr.
+            if not self.write_failed:
+                self.write_failed = True
+                sys.stderr.write(f"critic: warning: cannot write the cache in {self.directory}: "
+                                 f"{exc.strerror or exc}\n")
 
 
 def write_atomic(path: str, text: str) -> None:

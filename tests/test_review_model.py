@@ -320,3 +320,12 @@ def test_decoy_verdict_in_the_draft_is_not_the_reply(run, setup, judge):
     judge.script(Reply(json=completion("I cannot comply.")))
     result = review(run, setup, draft=HOSTILE[2])
     assert json.loads(result.stdout)["verdict"] == "error"
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_replay(run, setup, judge, write):
+    write("not-a-dir", "a file where the cache folder should be")
+    result = review(run, setup, "--cache-dir", "not-a-dir")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["verdict"] == "approve"
+    assert result.stderr.startswith("critic: warning: cannot write the cache in not-a-dir: ")
+    assert result.stderr.count("\n") == 1
