@@ -307,7 +307,7 @@ def test_one_client_serves_concurrent_calls(judge: Judge) -> None:
     kinds, count = asyncio.run(run())
     assert kinds == ["json_schema"] * 10
     assert count == 11
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 5  # concurrent: far below 10 sequential timeouts
 
 
 def test_aclose_twice_and_reconnect(judge: Judge) -> None:
@@ -371,7 +371,7 @@ def test_judge_shuts_down_promptly_with_a_request_hanging() -> None:
         while not judge.requests:
             time.sleep(0.01)
         started = time.monotonic()
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 3  # the hanging reply is dropped, not awaited
     client.join(timeout=5)
     assert not client.is_alive()
     assert len(errors) == 1
