@@ -120,7 +120,7 @@ class _AtomicFile:
     """A binary file written under a temporary name and renamed into place on commit."""
 
     def __init__(self, path: str) -> None:
-        import tempfile
+        from critic_cli.output import temporary_beside
 
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
@@ -131,9 +131,8 @@ class _AtomicFile:
         self.lines = 0
         self.size = 0
         with self._failing("create"):
-            handle, self.temporary = tempfile.mkstemp(dir=folder, prefix=".critic-",
-                                                      suffix=".part")
-        self.stream: IO[bytes] = os.fdopen(handle, "wb", buffering=1 << 20)
+            self.stream: IO[bytes]
+            self.stream, self.temporary = temporary_beside(path, binary=True)
 
     @contextlib.contextmanager
     def _failing(self, what: str) -> Iterator[None]:
@@ -208,11 +207,14 @@ def _items(request: PrepareRequest, max_bytes: int, globs: Sequence[str]
 
 
 def _header(the_plan: Plan, kind: str) -> dict[str, Any]:
+    from critic_cli.provider import safe_url
+
     settings = the_plan.settings
     cache = the_plan.cache
     return {
         "format": STATE_FORMAT, "critic": __version__, "endpoint": ENDPOINT,
-        "model": settings.model, "base_url": settings.base_url,
+        "model": settings.model,
+        "base_url": safe_url(settings.base_url) if settings.base_url else None,
         "response_format": settings.response_format, "response_kind": kind,
         "fail_on": settings.fail_on, "refusal_message": settings.refusal_message,
         "preferences": [[p.priority, p.statement] for p in the_plan.ruleset.preferences],

@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,11 +77,12 @@ class Cache:
 
 def write_atomic(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
+    from critic_cli.output import temporary_beside
+
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    stream, temporary = temporary_beside(path)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        with stream:
             stream.write(text)
         os.replace(temporary, path)
     except BaseException:

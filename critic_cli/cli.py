@@ -319,12 +319,15 @@ def rules_check(
             _error(exc.message)
             failed = True
             continue
+        clashes = [rule for rule in pack.rules if rule.id in ids]
+        for rule in clashes:
+            where = f"{path}:{rule.line}" if rule.line else path
+            _error(f"{where}: rules: duplicate rule id {rule.id!r} (also in {ids[rule.id]})")
         for rule in pack.rules:
-            if rule.id in ids:
-                where = f"{path}:{rule.line}" if rule.line else path
-                _error(f"{where}: rules: duplicate rule id {rule.id!r} (also in {ids[rule.id]})")
-                failed = True
             ids.setdefault(rule.id, path)
+        if clashes:
+            failed = True
+            continue
         sys.stdout.write(f"ok {path}: {len(pack.preferences)} preferences, {len(pack.rules)} "
                          f"rules, {len(pack.checks)} checks\n")
     raise typer.Exit(2 if failed else 0)

@@ -149,9 +149,11 @@ def _check_value(v: Validator, key: str, value: Any) -> Any:
 
 def check_flags(flags: Mapping[str, Any]) -> None:
     """Raise UsageError for a flag value outside its range."""
-    threshold = flags.get("threshold")
-    if threshold is not None and not 0.0 <= threshold <= 1.0:
-        raise UsageError(f"--threshold must be between 0 and 1, got {threshold}")
+    for name, low, high in (("threshold", 0.0, 1.0), ("temperature", 0.0, 2.0),
+                            ("timeout", 0.0, 600.0)):
+        value = flags.get(name)  # NaN fails every comparison, so it is refused here too
+        if value is not None and not low <= value <= high:
+            raise UsageError(f"--{name} must be between {low:g} and {high:g}, got {value}")
     for name in ("jobs", "max_bytes"):
         if flags.get(name) is not None and flags[name] < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -166,6 +168,8 @@ def check_flags(flags: Mapping[str, Any]) -> None:
         flags["response_format"] not in RESPONSE_FORMATS
     ):
         raise UsageError(f"--response-format must be one of {', '.join(RESPONSE_FORMATS)}")
+    if flags.get("cache") is False and flags.get("offline"):
+        raise UsageError("--offline answers from the cache; it cannot go with --no-cache")
 
 
 def resolve(
@@ -184,6 +188,10 @@ def resolve(
     for key, var in ENV_VARS.items():
         if env.get(var):
             values[key] = env[var]
+    if "base_url" not in values and env.get("OPENAI_BASE_URL"):
+        # The openai client would read it on its own; read it here so that the call, the dry
+        # run and the cache key all name the same server.
+        values["base_url"] = env["OPENAI_BASE_URL"]
     values.update({key: value for key, value in flags.items() if value is not None})
     unknown = set(values) - set(_KEYS)
     if unknown:
@@ -191,7 +199,8 @@ def resolve(
     for key in ("sensitive_tags", "rules", "glob"):
         if key in values:
             values[key] = tuple(values[key])
-    needs_key = bool(values.get("model")) and values.get("reflect", True)
+    needs_key = (bool(values.get("model")) and values.get("reflect", True)
+                 and not values.get("offline"))
     values["api_key"] = _api_key(values.get("api_key_env"), env, required=needs_key)
     values["config_path"] = path
     values["cache_dir"] = values.get("cache_dir") or default_cache_dir()
@@ -203,8 +212,19 @@ def _api_key(name: str | None, env: Mapping[str, str], *, required: bool) -> str
     if name:
         if not env.get(name) and required:
             raise UsageError(f"api_key_env: the variable {name} is not set")
-        return env.get(name) or None
+        return _clean_key(name, env.get(name))
     for var in DEFAULT_KEY_VARS:
         if env.get(var):
-            return env[var]
+            return _clean_key(var, env[var])
     return None
+
+
+def _clean_key(var: str, key: str | None) -> str | None:
+    """Return the key without surrounding white space (a secret file's newline); check it."""
+    key = (key or "").strip()
+    if not key:
+        return None
+    if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
+        raise UsageError(f"the API key in {var} holds characters an HTTP header cannot carry "
+                         "(non-ASCII, white space or control characters)")
+    return key

@@ -623,11 +623,13 @@ def main(flags: Mapping[str, Any], request: Request) -> int:
     check_expectations(suite, the_plan.ruleset)
     drafts = load_drafts(suite, settings.max_bytes)
     if request.verbose:
+        from critic_cli.provider import safe_url
+
         sys.stderr.write(
             f"critic: cases: {len(suite.cases)} from {suite.source}; config: "
             f"{settings.config_path or 'none'}; rules: {len(the_plan.ruleset.rules)} from "
             f"{len(settings.rules)} packs; model: {settings.model or 'none'}"
-            f"{' at ' + settings.base_url if settings.base_url else ''}; cache: "
+            f"{' at ' + safe_url(settings.base_url) if settings.base_url else ''}; cache: "
             f"{settings.cache_dir if the_plan.cache is not None else 'off'}"
             f"{' (offline)' if settings.offline else ''}\n")
     color = name == "text" and request.output in (None, "-") and sys.stdout.isatty()

@@ -206,6 +206,8 @@ def activation_from_document(document: Any, source: str, root: str = "$") -> dic
         return {}
     if isinstance(entry, dict) and "value" in entry:
         entry, where = entry["value"], f"{where}.value"
+        if entry is None:
+            return {}  # null counts as absent
     if not isinstance(entry, dict):
         raise _fail(source, where, f"expected an object, got {_json_kind(entry)}")
     return validate_log(activation_from_resolved(document), source, where)
@@ -244,9 +246,14 @@ def parse_json(text: str | bytes, source: str, *, one_line: bool = False) -> Any
 
     With ``one_line`` (a JSONL line, ``source`` already ``file:line``) only the column is added.
     """
-    if not _MAY_HOLD_CONSTANT.search(text if isinstance(text, str) else text.decode("latin-1")):
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{source}: not UTF-8 (byte {exc.start})") from None
+    if not _MAY_HOLD_CONSTANT.search(text):
         try:  # the common case: no NaN or Infinity literal, one shared decoder
-            return _DECODER.decode(text if isinstance(text, str) else text.decode("utf-8"))
+            return _no_lone_surrogates(_DECODER.decode(text), text, source)
         except (ValueError, RecursionError):
             pass  # fall through for the located message
     constants: list[_Constant] = []
@@ -269,6 +276,17 @@ def parse_json(text: str | bytes, source: str, *, one_line: bool = False) -> Any
         where, name = found if found is not None else ("$", constants[0].name)
         raise InputError(f"{source}: {where}: expected a finite number, got {name} "
                          "(JSON has no NaN or Infinity)")
+    return _no_lone_surrogates(document, text, source)
+
+
+def _no_lone_surrogates(document: Any, text: str, source: str) -> Any:
+    """Return ``document`` unless a \\u escape in ``text`` made a string that is not Unicode."""
+    if "\\u" in text:
+        try:
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{source}: not valid Unicode (a \\u escape makes a lone "
+                             "surrogate)") from None
     return document
 
 

@@ -150,6 +150,10 @@ class Provider:
             except openai.OpenAIError as exc:
                 raise ReflectionError(self._scrub(
                     f"model call failed: {_first_line(str(exc))}")) from None
+            except Exception as exc:  # the HTTP stack's own (a bad port, ...): still one line
+                raise ReflectionError(self._scrub(
+                    f"model call failed: {type(exc).__name__}: {_first_line(str(exc))}")
+                ) from None
             return self._decode(raw.status_code, raw.headers.get("content-type", ""),
                                 raw.content), kind
         raise AssertionError("unreachable: response_kinds is never empty")

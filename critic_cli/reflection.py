@@ -283,6 +283,10 @@ def parse_reply(
         matched = []
     if not isinstance(matched, list) or not all(isinstance(s, str) for s in matched):
         raise ReflectionError("reply matched_preferences is not a list of strings")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ReflectionError("reply text is not valid Unicode (a lone surrogate)") from None
     if verdict == "revise" and not text.strip():
         raise ReflectionError("reply says revise but gives no revised text")
     if verdict == "refuse" and not text.strip():

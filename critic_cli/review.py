@@ -45,6 +45,10 @@ def plan(settings: Settings) -> Plan:
     """Load rule packs, the prompt template and the provider settings for ``settings``."""
     ruleset = load_packs(settings.rules)
     tags = ruleset.gate_tags(settings.sensitive_tags)
+    if settings.prompt_template:  # checked even when no call is made: a bad file is an error
+        from critic_cli.reflection import PromptTemplate
+
+        template = PromptTemplate.from_file(settings.prompt_template)
     if not (settings.reflect and settings.model):
         return Plan(settings, ruleset, tags, checks=ruleset.checks)
     from critic_cli.cache import Cache
@@ -52,8 +56,8 @@ def plan(settings: Settings) -> Plan:
     from critic_cli.provider import ProviderSettings
     from critic_cli.reflection import PromptTemplate
 
-    template = (PromptTemplate.from_file(settings.prompt_template)
-                if settings.prompt_template else PromptTemplate.default())
+    if not settings.prompt_template:
+        template = PromptTemplate.default()
     provider = ProviderSettings(
         model=settings.model,
         base_url=settings.base_url,

@@ -1,5 +1,6 @@
 """One command's run from resolved options to written report: what ``cli.py`` calls."""
 
+import itertools
 import json
 import os
 import sys
@@ -67,7 +68,13 @@ def _items(the_plan: Plan, request: Request) -> tuple[Iterator[inputs.Item], boo
         if request.jsonl is not None:
             yield from inputs.drafts_from_jsonl(request.jsonl, max_bytes=settings.max_bytes)
 
-    return chain(), True
+    items = chain()
+    first = next(items, None)
+    if first is None:  # a CI job pointed at the wrong folder must not pass in silence
+        where = ", ".join(paths + ([request.jsonl] if request.jsonl else []))
+        raise UsageError(f"no drafts found in {where} (files matching "
+                         f"{', '.join(settings.glob)})")
+    return itertools.chain([first], items), True
 
 
 def _count(the_plan: Plan, request: Request) -> int | None:
@@ -96,10 +103,12 @@ def review(flags: Mapping[str, Any], request: Request) -> int:
     settings = config_module.resolve(flags, config=request.config, use_config=request.use_config)
     the_plan = plan(settings)
     if request.verbose:
+        from critic_cli.provider import safe_url
+
         _diagnose(f"config: {settings.config_path or 'none'}; rules: {len(the_plan.ruleset.rules)}"
                   f" from {len(settings.rules)} packs; preferences: "
                   f"{len(the_plan.ruleset.preferences)}; model: {settings.model or 'none'}"
-                  f"{' at ' + settings.base_url if settings.base_url else ''}")
+                  f"{' at ' + safe_url(settings.base_url) if settings.base_url else ''}")
     items, several = _items(the_plan, request)
     if request.dry_run:
         return _dry_run(the_plan, items, request)
@@ -151,7 +160,9 @@ def _dry_run(the_plan: Plan, items: Iterator[inputs.Item], request: Request) -> 
     if the_plan.provider is None:
         raise UsageError("--dry-run shows the model request: name a --model (and drop "
                          "--no-reflect)")
-    url = (the_plan.provider.base_url or "https://api.openai.com/v1").rstrip("/")
+    from critic_cli.provider import safe_url
+
+    url = safe_url(the_plan.provider.base_url or "https://api.openai.com/v1").rstrip("/")
     with Sink(request.output) as sink:
         for source, body in requests(the_plan, items):
             line = {"source": source, "url": f"{url}/chat/completions", "body": body}

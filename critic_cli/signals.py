@@ -34,7 +34,9 @@ def _clamp01(value: float) -> float:
 
 
 def _number(value: Any) -> float:
-    return 0.0 if value is None else float(value)
+    # As the seed sums them: integers stay exact (no float() here), a missing value is 0.0.
+    number: float = 0.0 if value is None else value
+    return number
 
 
 def activation_from_resolved(resolved: Any) -> dict[str, Any]:

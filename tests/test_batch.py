@@ -301,3 +301,29 @@ def test_sidecars_are_not_drafts_even_when_the_glob_matches_them(run, write):
     write("d/a.activation.json", SURE)
     result = run("review", "d", "--glob", "*.json", "--no-config")
     assert [r["source"] for r in records(result.stdout)] == [os.path.join("d", "a.json")]
+
+
+def test_a_lone_surrogate_in_a_jsonl_id_is_that_line_s_error(run, write):
+    write("in.jsonl", '{"id": "a", "draft": "x"}\n{"id": "\\ud800", "draft": "x"}\n'
+                      '{"id": "c", "draft": "x"}\n')
+    got = records(run("review", "--jsonl", "in.jsonl", "--no-config").stdout)
+    assert [r["verdict"] for r in got] == ["flagged", "error", "flagged"]
+    assert "lone surrogate" in got[1]["error"]
+
+
+def test_reports_get_the_usual_file_mode(run, write):
+    write("a.txt", "one")
+    old = os.umask(0o022)
+    try:
+        run("review", "a.txt", "-o", "report.json", "--no-config")
+    finally:
+        os.umask(old)
+    assert os.stat("report.json").st_mode & 0o777 == 0o644
+
+
+def test_control_characters_in_a_source_do_not_reach_the_terminal(run, write):
+    write("in.jsonl", json.dumps({"id": "x\u001b[31mred", "draft": "y"}) + "\n"
+          + json.dumps({"id": "z", "draft": "y"}) + "\n")
+    result = run("review", "--jsonl", "in.jsonl", "--format", "text", "--no-config")
+    assert "\x1b" not in result.stdout
+    assert "x\\x1b[31mred" in result.stdout

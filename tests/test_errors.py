@@ -508,3 +508,46 @@ def test_config_names_a_shipped_pack(run: Run, write: Write) -> None:
 def test_usage_errors_are_one_line(run: Run, args: tuple[str, ...], expected: str) -> None:
     line = assert_error(run(*args), re.compile(r".+ \(see 'critic[^']* --help'\)"))
     assert expected in line
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--timeout", "nan"), ("--timeout", "inf"), ("--temperature", "nan"),
+    ("--temperature", "-5"), ("--threshold", "nan"),
+])
+def test_numbers_out_of_range_by_flag(run: Run, draft: str, flag: str, value: str) -> None:
+    line = assert_error(review(run, draft, flag, value), re.compile(rf"{flag} must be between .+"))
+    assert value in line
+
+
+def test_a_key_an_http_header_cannot_carry(run: Run, draft: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRITIC_API_KEY", "clé-SECRET")
+    line = assert_error(review(run, draft, "--model", "m"),
+                        re.compile(r"the API key in CRITIC_API_KEY holds characters .+"))
+    assert "SECRET" not in line
+
+
+def test_no_cache_and_offline_contradict(run: Run, draft: str) -> None:
+    assert_error(review(run, draft, "--no-cache", "--offline"),
+                 "--offline answers from the cache; it cannot go with --no-cache")
+
+
+def test_an_empty_output_name(run: Run, draft: str) -> None:
+    assert_error(review(run, draft, "-o", ""), "--output: the file name is empty")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_an_output_that_cannot_be_written(run: Run, draft: str) -> None:
+    assert_error(review(run, draft, "-o", "/dev/full"),
+                 re.compile(r"--output /dev/full: cannot write: .+"))
+
+
+def test_a_missing_prompt_template_fails_even_without_a_model(run: Run, draft: str) -> None:
+    assert_error(review(run, draft, "--prompt-template", "nope.txt"),
+                 re.compile(r"nope.txt: cannot read prompt template: .+"))
+
+
+def test_a_folder_with_no_drafts_is_not_a_pass(run: Run, write: Write) -> None:
+    write("empty/notes.json", "{}")
+    assert_error(run("review", "empty", "--no-config"),
+                 "no drafts found in empty (files matching *.txt, *.md)")

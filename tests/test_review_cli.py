@@ -603,3 +603,26 @@ def test_every_command_appears_in_the_readme() -> None:
     missing = [" ".join(path) for path in command_paths()
                if f"critic {' '.join(path)}" not in text]
     assert missing == []
+
+
+def test_rules_check_prints_ok_only_for_files_that_pass(run: Run, write: Write) -> None:
+    write("one.yaml", "rules:\n  - {id: a, content: x}\n")
+    write("two.yaml", "rules:\n  - {id: b, content: y}\n  - {id: a, content: z}\n")
+    result = run("rules", "check", "one.yaml", "two.yaml")
+    assert result.exit_code == 2
+    assert result.stdout == "ok one.yaml: 0 preferences, 1 rules, 0 checks\n"
+    assert result.stderr == ("critic: error: two.yaml:3: rules: duplicate rule id 'a' "
+                             "(also in one.yaml)\n")
+
+
+def test_the_readme_set_up_output_is_what_critic_prints(run: Run,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("The first prints", 1)[1].split("```", 2)[1].splitlines()[1:-3]
+    drafts = sorted(str(p.relative_to(repo)) for p in (repo / "examples").glob("*.txt"))
+    monkeypatch.chdir(repo)
+    result = run("review", *drafts, "--rules", "rules/default.yaml", "--rules",
+                 "rules/secrets.yaml", "--format", "text", "--fail-on", "never")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[:len(shown)] == shown

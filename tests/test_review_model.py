@@ -329,3 +329,59 @@ def test_a_cache_that_cannot_be_written_costs_only_the_replay(run, setup, judge,
     assert json.loads(result.stdout)["verdict"] == "approve"
     assert result.stderr.startswith("critic: warning: cannot write the cache in not-a-dir: ")
     assert result.stderr.count("\n") == 1
+
+
+# -- found in review: each of these once ended in an internal error or said too much --------
+
+
+def test_a_reply_with_a_lone_surrogate_is_an_error_record(run, setup, judge):
+    judge.script(Reply(text='{"choices": [{"index": 0, "finish_reason": "stop", "message": '
+                            '{"role": "assistant", "content": "{\\"verdict\\": \\"revise\\", '
+                            '\\"text\\": \\"bad \\\\ud800\\", \\"matched_preferences\\": []}"}}]}',
+                       content_type="application/json"))
+    result = review(run, setup)
+    assert result.exit_code == 3, result.output
+    assert "lone surrogate" in json.loads(result.stdout)["error"]
+
+
+def test_an_unusable_port_is_an_error_record(run, write):
+    write("pack.yaml", PACK)
+    Path("draft.txt").write_text("Our revenue figure grew.", encoding="utf-8")
+    result = run("review", "draft.txt", "-r", "pack.yaml", "--model", "m", "--base-url",
+                 "http://127.0.0.1:99999/v1", "--max-retries", "0", "-f", "json", "--no-config")
+    assert result.exit_code == 3, result.output
+    assert json.loads(result.stdout)["error"].startswith("model call failed")
+
+
+def test_a_key_read_from_a_file_loses_its_newline(run, setup, judge, monkeypatch):
+    monkeypatch.setenv("CRITIC_API_KEY", KEY + "\n")
+    review(run, setup)
+    assert judge.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_openai_base_url_is_the_server_everywhere(run, write, judge, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", judge.base_url)
+    Path("draft.txt").write_text("Our revenue figure grew 40%.", encoding="utf-8")
+    dry = run("review", "draft.txt", "--model", "m", "--dry-run", "--no-config")
+    assert json.loads(dry.stdout)["url"] == judge.base_url + "/chat/completions"
+    run("review", "draft.txt", "--model", "m", "--no-config")
+    replay = run("review", "draft.txt", "--model", "m", "--base-url", judge.base_url,
+                 "--offline", "-f", "json", "--no-config")
+    assert json.loads(replay.stdout)["reflection"]["cached"] is True
+
+
+def test_a_password_in_the_base_url_is_never_shown(run, write, judge):
+    url = judge.base_url.replace("http://", "http://user:PASSWORD-123@")
+    Path("draft.txt").write_text("Our revenue figure grew 40%.", encoding="utf-8")
+    for extra in (("--dry-run",), ("--verbose", "-f", "json")):
+        result = run("review", "draft.txt", "--model", "m", "--base-url", url, *extra,
+                     "--no-config")
+        assert "PASSWORD-123" not in result.stdout + result.stderr
+
+
+def test_offline_needs_no_key_even_when_the_config_names_one(run, setup, judge, write):
+    review(run, setup)  # fills the cache
+    write(".critic.yaml", "api_key_env: CRITIC_TEST_UNSET_KEY\n")
+    result = review(run, setup[:-1], "--offline")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["reflection"]["cached"] is True

@@ -341,3 +341,17 @@ def test_gate_fires_on_low_confidence_or_a_hit(
     assert hit is None or hit in tags
     fires = critic_gate_fires(confidence, hit, threshold)
     assert fires == (confidence < threshold or hit is not None)
+
+
+def test_integer_scores_are_summed_exactly_as_the_seed_does() -> None:
+    log = {"activated_nodes": [{"score": 100000000000000001}, {"score": -100000000000000000}],
+           "inference_paths": [1, 2, 3]}
+    assert compute_confidence(log) == seed_confidence(log) == 0.5
+
+
+def test_resolved_value_null_counts_as_absent(run: Any, write: Any) -> None:
+    write("log.json", '{"activation": {"value": null}}')
+    write("d.txt", "x")
+    result = run("review", "d.txt", "-a", "log.json", "-f", "json", "--no-config")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["confidence_before"] == 0.5

@@ -43,6 +43,13 @@ def render(context: Context, *renderables: Any) -> str:
     return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
 
 
+def _shown(text: str) -> str:
+    """Return ``text`` with control characters escaped, so a name cannot drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _excerpt(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + " …"
 
@@ -51,7 +58,7 @@ def record_lines(record: Record) -> Text:
     """Return the text block for one record."""
     out = Text()
     out.append(f"{MARKS[record.verdict]} {record.verdict:<8}", style=STYLES[record.verdict])
-    out.append(f" {record.source}\n", style="bold")
+    out.append(f" {_shown(record.source)}\n", style="bold")
     gate = record.gate
     relation = "<" if record.confidence_before < gate.threshold else "≥"
     out.append(f"  confidence {record.confidence_before:.2f} {relation} threshold "
@@ -64,7 +71,7 @@ def record_lines(record: Record) -> Text:
         out.append("gate did not fire", style="green")
     out.append("\n")
     for check in record.checks:
-        out.append(f"  {record.source}:{check['line']}:{check['column']}: ", style="dim")
+        out.append(f"  {_shown(record.source)}:{check['line']}:{check['column']}: ", style="dim")
         out.append(f"{check['action']} ", style=STYLES.get(check["action"], "yellow"))
         out.append(f"[{check['rule']}]\n")
     reflection = record.reflection
@@ -79,7 +86,7 @@ def record_lines(record: Record) -> Text:
     if record.rules_used:
         out.append("  rules sent: " + ", ".join(record.rules_used) + "\n", style="dim")
     if record.error:
-        out.append(f"  error: {record.error}\n", style="red")
+        out.append(f"  error: {_shown(record.error)}\n", style="red")
     if record.verdict == "revise" and record.revised_draft is not None:
         out.append("  revised draft:\n", style="magenta")
         out.append("    " + _excerpt(record.revised_draft).replace("\n", "\n    ") + "\n")
