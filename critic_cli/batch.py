@@ -194,16 +194,9 @@ def _items(request: PrepareRequest, max_bytes: int, globs: Sequence[str]
     if not paths and request.jsonl is None:
         raise UsageError("no drafts given: name files or directories, '-' for stdin, "
                          "or --jsonl FILE")
-    if paths.count(inputs.STDIN) + (request.jsonl == inputs.STDIN) > 1:
-        raise UsageError("stdin ('-') can be read only once")
-    inputs.check_paths(paths)
-    if request.jsonl is not None and request.jsonl != inputs.STDIN:
-        inputs.check_paths([request.jsonl])
-    activation = inputs.read_activation(request.activation) if request.activation else {}
-    yield from inputs.drafts_from_paths(inputs.expand_paths(paths, globs), activation,
-                                        max_bytes=max_bytes)
-    if request.jsonl is not None:
-        yield from inputs.drafts_from_jsonl(request.jsonl, max_bytes=max_bytes)
+    activation = inputs.open_sources(paths, request.jsonl, request.activation)
+    yield from inputs.drafts(paths, request.jsonl, activation, globs=globs,
+                             max_bytes=max_bytes)
 
 
 def _header(the_plan: Plan, kind: str) -> dict[str, Any]:
@@ -232,25 +225,6 @@ def _pending_line(index: int, custom_id: str, key: str, a: Assessment) -> dict[s
     }
 
 
-def _cached_record(the_plan: Plan, cache: Cache, key: str, a: Assessment) -> Record | None:
-    """Return the record from a cached reply that still parses, as ``critic review`` would."""
-    from critic_cli.reflection import parse_reply
-    from critic_cli.review import Outcome, finish
-
-    start = time.perf_counter()
-    completion = cache.get(key)
-    if completion is None:
-        return None
-    try:
-        verdict = parse_reply(completion, the_plan.ruleset.preferences,
-                              the_plan.settings.refusal_message)
-    except ReflectionError:
-        return None  # an entry that no longer parses is a miss
-    return finish(the_plan, a, Outcome(
-        verdict.verdict, verdict.text, tuple(verdict.matched_preferences), cached=True,
-        latency_ms=(time.perf_counter() - start) * 1000))
-
-
 def prepare(flags: Mapping[str, Any], request: PrepareRequest) -> Prepared:
     """Decide what can be decided locally; write request files for the rest, and the state."""
     from critic_cli.provider import request_body, response_kinds
@@ -268,7 +242,6 @@ def prepare(flags: Mapping[str, Any], request: PrepareRequest) -> Prepared:
     provider = the_plan.provider
     kind = response_kinds(provider.response_format)[0]
     reflector = Reflector(the_plan)
-    cache = the_plan.cache
     state_path = request.state or f"{request.output}.state.jsonl"
     if os.path.abspath(state_path) == os.path.abspath(request.output):
         raise UsageError("--state must name another file than --output")
@@ -283,8 +256,8 @@ def prepare(flags: Mapping[str, Any], request: PrepareRequest) -> Prepared:
             result = triage(the_plan, item)
             if isinstance(result, Assessment):
                 key = reflector.key(result.messages)
-                record = (_cached_record(the_plan, cache, key, result) if cache is not None
-                          else None)
+                outcome = reflector.cached(key)
+                record = finish(the_plan, result, outcome) if outcome is not None else None
                 if record is None:
                     custom_id = f"critic-{index}-{key[:16]}"
                     data = _line({"custom_id": custom_id, "method": "POST", "url": ENDPOINT,

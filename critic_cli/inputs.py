@@ -381,6 +381,30 @@ def count_lines(path: str) -> int:
         return 0
 
 
+def open_sources(paths: list[str], jsonl: str | None, activation: str | None
+                 ) -> dict[str, Any] | None:
+    """Check the named inputs before any is read; return the activation log given for all.
+
+    stdin can be one of them only once; a path that does not exist is an error (exit 2).
+    None means no log was given, so each draft takes its sidecar, if any.
+    """
+    readers = paths.count(STDIN) + (jsonl == STDIN) + (activation == STDIN)
+    if readers > 1:
+        raise InputError("stdin ('-') can be read only once")
+    check_paths(paths)
+    if jsonl is not None and jsonl != STDIN:
+        check_paths([jsonl])
+    return read_activation(activation) if activation else None
+
+
+def drafts(paths: list[str], jsonl: str | None, activation: Mapping[str, Any] | None, *,
+           globs: Iterable[str], max_bytes: int) -> Iterator[Item]:
+    """Yield every input in order: the paths (directories walked), then the JSONL lines."""
+    yield from drafts_from_paths(expand_paths(paths, globs), activation, max_bytes=max_bytes)
+    if jsonl is not None:
+        yield from drafts_from_jsonl(jsonl, max_bytes=max_bytes)
+
+
 def drafts_from_jsonl(
     path: str, *, max_bytes: int, stdin: IO[bytes] | None = None
 ) -> Iterator[Item]:

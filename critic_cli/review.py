@@ -209,6 +209,24 @@ class Reflector:
         body = self._request_body(self.settings, messages, "none")
         return cache_key(self.settings.base_url, body, self.settings.response_format)
 
+    def cached(self, key: str) -> Outcome | None:
+        """Return the outcome of the cached reply for ``key``, if one is there and parses."""
+        from critic_cli.reflection import parse_reply
+
+        cache = self.plan.cache
+        if cache is None:
+            return None
+        start = time.perf_counter()
+        completion = cache.get(key)
+        if completion is None:
+            return None
+        try:
+            verdict = parse_reply(completion, self.plan.ruleset.preferences,
+                                  self.plan.settings.refusal_message)
+        except ReflectionError:
+            return None  # an entry that no longer parses is a miss
+        return _outcome(verdict, start, cached=True)
+
     async def ask(self, assessment: Assessment) -> Outcome:
         """Return the model's outcome for one assessed draft; failures become errors."""
         from critic_cli.reflection import parse_reply
@@ -219,14 +237,9 @@ class Reflector:
         start = time.perf_counter()
         key = self.key(assessment.messages) if cache is not None else ""
         try:
-            cached = cache.get(key) if cache is not None else None
-            if cached is not None:
-                try:
-                    verdict = parse_reply(cached, preferences, refusal)
-                except ReflectionError:
-                    cached = None  # an entry that no longer parses is a miss
-            if cached is not None:
-                return _outcome(verdict, start, cached=True)
+            hit = self.cached(key)
+            if hit is not None:
+                return hit
             if self.plan.settings.offline:
                 raise ReflectionError("offline: no cached reply for this draft")
             if self._provider is None:

@@ -45,17 +45,9 @@ def _items(the_plan: Plan, request: Request) -> tuple[Iterator[inputs.Item], boo
             raise UsageError("no drafts given: name files or directories, '-' for stdin, "
                              "or --jsonl FILE")
         paths = [inputs.STDIN]
-    readers = paths.count(inputs.STDIN) + (request.jsonl == inputs.STDIN) + (
-        request.activation == inputs.STDIN)
-    if readers > 1:
-        raise UsageError("stdin ('-') can be read only once")
-    inputs.check_paths(paths)
-    if request.jsonl is not None and request.jsonl != inputs.STDIN:
-        inputs.check_paths([request.jsonl])
-    activation = inputs.read_activation(request.activation) if request.activation else None
+    activation = inputs.open_sources(paths, request.jsonl, request.activation)
     several = request.jsonl is not None or len(paths) > 1 or any(
         p != inputs.STDIN and os.path.isdir(p) for p in paths)
-    expanded = inputs.expand_paths(paths, settings.glob)
     if not several:
         # A single named file is read up front: any problem is a usage error (exit 2).
         text = inputs.read_draft(paths[0], max_bytes=settings.max_bytes)
@@ -63,12 +55,8 @@ def _items(the_plan: Plan, request: Request) -> tuple[Iterator[inputs.Item], boo
         log = inputs.activation_for(paths[0], activation)
         return iter([inputs.Draft(source, text, log)]), False
 
-    def chain() -> Iterator[inputs.Item]:
-        yield from inputs.drafts_from_paths(expanded, activation, max_bytes=settings.max_bytes)
-        if request.jsonl is not None:
-            yield from inputs.drafts_from_jsonl(request.jsonl, max_bytes=settings.max_bytes)
-
-    items = chain()
+    items = inputs.drafts(paths, request.jsonl, activation, globs=settings.glob,
+                          max_bytes=settings.max_bytes)
     first = next(items, None)
     if first is None:  # a CI job pointed at the wrong folder must not pass in silence
         where = ", ".join(paths + ([request.jsonl] if request.jsonl else []))
