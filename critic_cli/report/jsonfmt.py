@@ -11,9 +11,9 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _INDENTED = json.JSONEncoder(ensure_ascii=False, indent=2)
 
 
-def dumps(record: Record, *, indent: bool = False) -> str:
-    """Return a record as JSON text: one line, or indented by two spaces."""
-    return (_INDENTED if indent else _COMPACT).encode(record.to_dict())
+def pretty(record: Record) -> str:
+    """Return a record as JSON text indented by two spaces."""
+    return _INDENTED.encode(record.to_dict())
 
 
 class JSONReport:
@@ -31,8 +31,8 @@ class JSONReport:
         """Return the record, comma-separated inside the array."""
         self.count += 1
         if not self.several:
-            return dumps(record, indent=True) + "\n"
-        text = dumps(record, indent=True)
+            return pretty(record) + "\n"
+        text = pretty(record)
         body = "\n".join("  " + line for line in text.splitlines())
         return ("," if self.count > 1 else "") + "\n" + body
 
